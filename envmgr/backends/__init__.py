@@ -1,0 +1,1 @@
+"""Backends: where an environment lives (local host, venv, container, fleet)."""

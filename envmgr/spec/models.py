@@ -1,0 +1,225 @@
+"""The environment spec, ``apiVersion: envmgr/v1``, as pydantic models.
+
+Plain data: no I/O here. Loading (YAML, ``extends:``, file:line errors) is in
+``envmgr.spec.load``. Every model forbids unknown keys so that a typo is an error,
+not a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Union
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+API_VERSION = "envmgr/v1"
+
+NAME_RE = r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$"
+ARCH_RE = r"^sm_[0-9]{2,3}[af]?$"
+PACKAGE_RE = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9._,-]+\])?$"
+ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+FLAG_RE = r"^--[a-z0-9][a-z0-9-]*$"
+CUDA_TAG_RE = r"^cu[0-9]{3}$"
+TOOLKIT_VERSION_RE = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_specifier(value: str) -> str:
+    """A PEP 440 specifier; a bare version means an exact pin (``2.9.1`` -> ``==2.9.1``)."""
+    value = value.strip()
+    try:
+        Version(value)
+        return f"=={value}"
+    except InvalidVersion:
+        pass
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError(
+            f"{value!r} is not a version or PEP 440 specifier (like '2.9.1', '==2.9.1' or '>=2.9,<2.10')"
+        ) from None
+    if not value:
+        raise ValueError("empty specifier: write a version, or remove the entry")
+    return value
+
+
+Name = Annotated[str, StringConstraints(pattern=NAME_RE)]
+Specifier = Annotated[str, AfterValidator(_check_specifier)]
+Arch = Annotated[str, StringConstraints(pattern=ARCH_RE)]
+PackageName = Annotated[str, StringConstraints(pattern=PACKAGE_RE)]
+EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME_RE)]
+FlagName = Annotated[str, StringConstraints(pattern=FLAG_RE)]
+ToolkitVersion = Annotated[str, StringConstraints(pattern=TOOLKIT_VERSION_RE)]
+# A flag's value: true = bare flag, false/null = absent (lets an overlay drop a common flag).
+FlagValue = Union[bool, int, float, str, None]
+EnvValue = Union[str, int, float, bool]
+
+
+class Metadata(Model):
+    name: Name = Field(description="Short name of the environment, e.g. cuda13")
+    description: str = ""
+    version: str = Field("1", description="Revision of this spec, for humans")
+
+
+class Gpu(Model):
+    arch: Arch = Field(description="Target compute arch, e.g. sm_120 (12.0); a/f suffixes allowed")
+    count: int = Field(1, ge=1, le=1024, description="GPUs per host")
+    model: str = Field("", description="Marketing name, e.g. 'RTX PRO 6000 Blackwell'")
+    segment: Literal["datacenter", "workstation", "geforce", "embedded"] = Field(
+        "datacenter", description="Product segment; forward compatibility depends on it"
+    )
+    memory_gb: float | None = Field(None, gt=0, description="Memory per GPU, GB")
+
+
+class Hardware(Model):
+    gpu: Gpu
+    interconnect: Literal["pcie", "nvlink"] = "pcie"
+
+
+class Driver(Model):
+    version: Specifier = Field(description="Exact driver version ('580.95.05') or specifier ('>=580,<581')")
+    forward_compat: bool = Field(
+        False, description="Use cuda-compat (forward compatibility) instead of a new enough driver"
+    )
+
+
+class Toolkit(Model):
+    version: ToolkitVersion = Field(description="CUDA toolkit version, e.g. '12.8' or '13.0.2'")
+    source: Literal["apt", "pip", "runfile", "image"] = Field(
+        "apt", description="apt: NVIDIA's repository; pip: nvidia-* wheels; image: the base image has it"
+    )
+    prefix: str = Field("", description="Install prefix; default /usr/local/cuda-X.Y")
+
+
+class Cuda(Model):
+    toolkits: list[Toolkit] = Field(min_length=1, description="Toolkits that live side by side")
+    select: ToolkitVersion | None = Field(
+        None, description="The toolkit /usr/local/cuda and CUDA_HOME point to (default: the last)"
+    )
+
+    @model_validator(mode="after")
+    def _select_is_listed(self) -> "Cuda":
+        versions = [t.version for t in self.toolkits]
+        if len(set(versions)) != len(versions):
+            raise ValueError(f"toolkit versions repeat: {versions}")
+        if self.select is not None and self.select not in versions:
+            raise ValueError(f"select: {self.select!r} is not one of the toolkits {versions}")
+        return self
+
+    @property
+    def selected(self) -> Toolkit:
+        wanted = self.select or self.toolkits[-1].version
+        return next(t for t in self.toolkits if t.version == wanted)
+
+
+class Python(Model):
+    version: Annotated[str, StringConstraints(pattern=r"^3\.[0-9]{1,2}$")] = Field(
+        "3.12", description="Interpreter version, e.g. '3.12'"
+    )
+    torch_cuda: Annotated[str, StringConstraints(pattern=CUDA_TAG_RE)] | None = Field(
+        None, description="The torch CUDA tag, e.g. cu128 or cu130"
+    )
+    index_url: str | None = Field(
+        None, description="Extra index for torch wheels (default: the PyTorch index of torch_cuda)"
+    )
+    packages: dict[PackageName, Specifier] = Field(
+        default_factory=dict, description="name: exact pin ('2.9.1') or PEP 440 specifier"
+    )
+
+    @property
+    def torch_index_url(self) -> str | None:
+        if self.index_url:
+            return self.index_url
+        return f"https://download.pytorch.org/whl/{self.torch_cuda}" if self.torch_cuda else None
+
+
+class VenvOptions(Model):
+    path: str = Field("", description="Where generations of the venv live (default: envmgr state dir)")
+
+
+class DockerOptions(Model):
+    base_image: str = Field("", description="Base image, e.g. nvidia/cuda:13.0.2-devel-ubuntu24.04")
+    tag: str = Field("", description="Image repository name (tag is the spec's content hash)")
+    wheelhouse: bool = Field(False, description="Download wheels on the host, install offline")
+
+
+class AnsibleOptions(Model):
+    inventory: str = Field("", description="Inventory file")
+    group: str = Field("all", description="Host group to provision")
+    serial: int | str = Field(1, description="Hosts per batch (number or percentage like '25%')")
+    max_fail_percentage: int = Field(0, ge=0, le=100, description="Stop the rollout above this")
+
+
+class Realize(Model):
+    backend: Literal["venv", "docker", "ansible", "local"] = "venv"
+    venv: VenvOptions = VenvOptions()
+    docker: DockerOptions = DockerOptions()
+    ansible: AnsibleOptions = AnsibleOptions()
+
+
+class Probes(Model):
+    required: list[Name] = Field(default_factory=list, description="Must pass before switching")
+    expected_fail: list[Name] = Field(default_factory=list, description="Known not to work here")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "Probes":
+        both = sorted(set(self.required) & set(self.expected_fail))
+        if both:
+            raise ValueError(f"probes both required and expected to fail: {both}")
+        return self
+
+
+class BenchConfig(Model):
+    description: str = ""
+    flags: dict[FlagName, FlagValue] = Field(
+        default_factory=dict, description="Overlay on the common flags; false/null removes one"
+    )
+    env: dict[EnvName, EnvValue | None] = Field(default_factory=dict)
+
+
+class Load(Model):
+    dataset: Literal["random-ids", "random", "sharegpt"] = "random-ids"
+    dataset_path: str = ""
+    input_len: int = Field(1024, ge=1)
+    output_len: int = Field(512, ge=1)
+    num_prompts: int = Field(64, ge=1)
+    max_concurrency: int = Field(8, ge=1)
+
+
+class Benchmarks(Model):
+    model_path: str = Field(description="Local model directory (no downloads)")
+    server_flags: dict[FlagName, FlagValue] = Field(default_factory=dict)
+    configs: dict[Name, BenchConfig] = Field(default_factory=dict)
+    load: Load = Load()
+
+    def flags_of(self, config: str) -> dict[str, FlagValue]:
+        """Common flags with the config's overlay; false/null drop a flag."""
+        merged = {**self.server_flags, **self.configs[config].flags}
+        return {k: v for k, v in merged.items() if v is not None and v is not False}
+
+
+class Spec(Model):
+    """One environment: hardware it targets, the stack, how to realize, probe and bench it."""
+
+    apiVersion: Literal["envmgr/v1"] = Field(description="Spec format version")
+    extends: str | None = Field(None, description="Parent spec file, relative to this one")
+    kind: Literal["Environment"] = "Environment"
+    metadata: Metadata
+    hardware: Hardware
+    driver: Driver | None = None
+    cuda: Cuda | None = None
+    python: Python = Python()
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    realize: Realize = Realize()
+    probes: Probes = Probes()
+    benchmarks: Benchmarks | None = None
+
+
+def canonical_name(package: str) -> str:
+    """PEP 503 normalised name without extras: ``Flashinfer_Python[x]`` -> ``flashinfer-python``."""
+    return re.sub(r"[-_.]+", "-", package.split("[", 1)[0]).lower()
