@@ -1,0 +1,126 @@
+"""``local://``: run commands on this machine with subprocess.
+
+Each command gets its own session (process group), so that a timeout or Ctrl-C
+kills everything it started, grandchildren included, not only the direct child.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from envmgr.backends.base import CommandResult
+from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
+
+if TYPE_CHECKING:
+    from envmgr.facts.model import Facts
+
+# After the group is killed, how long to wait for the pipes to close. A process that
+# left the group (setsid) may still hold them; we do not wait for it forever.
+_DRAIN_AFTER_KILL_S = 5.0
+
+
+class LocalBackend:
+    """Runs argv lists on the local host. Stateless; ``close()`` is there for the protocol."""
+
+    url = "local://"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: float = 60.0,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        args = _checked_argv(argv)
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                env=_merged_env(env),
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise CommandNotFound(
+                f"{args[0]}: command not found",
+                hint=f"install {os.path.basename(args[0])} or put it on PATH",
+            ) from exc
+        except OSError as exc:  # permission denied, exec format error, ...
+            raise BackendError(f"cannot run {args[0]}: {exc.strerror or exc}") from exc
+
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            _kill_group(process)
+            raise CommandTimeout(
+                f"{' '.join(args)} ran past {timeout:g}s; its process group was killed",
+                hint="raise the timeout, or look at why the command hangs",
+            ) from exc
+        except BaseException:  # Ctrl-C while waiting: leave nothing running behind us
+            _kill_group(process)
+            raise
+        return CommandResult(
+            argv=tuple(args),
+            returncode=process.returncode,
+            stdout=stdout,
+            stderr=stderr,
+            duration_s=time.monotonic() - started,
+        )
+
+    def facts(self) -> Facts:
+        """What this host has now (driver, GPUs, toolkits, nvcc, python, env)."""
+        from envmgr.facts.collect import collect_facts  # facts imports backends: avoid a cycle
+
+        return collect_facts(self)
+
+    def close(self) -> None:
+        """Nothing to release: every command's processes are gone when ``run`` returns."""
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _checked_argv(argv: Sequence[str]) -> list[str]:
+    # A bare string would be taken as one program name; refuse it rather than guess.
+    if isinstance(argv, str | bytes) or not argv:
+        raise TypeError(f"argv must be a non-empty list of strings, got {argv!r}")
+    args = list(argv)
+    if not all(isinstance(arg, str) for arg in args):
+        raise TypeError(f"argv items must be strings, got {args!r}")
+    return args
+
+
+def _merged_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    if env is None:
+        return None  # inherit ours unchanged
+    return {**os.environ, **env}
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # pgid == pid: start_new_session=True
+    except ProcessLookupError:
+        pass  # the whole group already exited
+    try:
+        process.communicate(timeout=_DRAIN_AFTER_KILL_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

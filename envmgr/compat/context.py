@@ -1,0 +1,186 @@
+"""Turn a spec (and, optionally, observed facts) into the flat facts rules read.
+
+A fact is ``None`` when it is unknown (a package pinned by a range, no observation):
+rules never treat unknown as bad. Every name produced here is listed in
+``STACK_FACTS`` / ``CONFIG_FACTS`` so the rule data can be checked against it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from packaging.version import Version
+
+from envmgr.spec.models import Spec, canonical_name
+from envmgr.versions import exact_pin, local_cuda_tag, lowest_version, major
+
+if TYPE_CHECKING:  # facts pull in their collectors; validate needs only the type
+    from envmgr.facts.model import Facts
+
+Context = dict[str, Any]
+
+# Packages whose exact versions the rules reason about.
+STACK_PACKAGES = ("torch", "flashinfer-python", "flashinfer-cubin", "sglang",
+                  "sgl-kernel", "sglang-kernel")
+KERNEL_PACKAGES = ("sglang-kernel", "sgl-kernel")
+
+STACK_FACTS = frozenset({
+    "arch", "arch_base", "arch_suffix", "arch_num", "arch_major", "arch_toolkit",
+    "gpu_count", "gpu_model", "segment", "interconnect",
+    "driver", "forward_compat", "cuda", "cuda_major", "cuda_source", "cuda_driver_min",
+    "cuda_bundled_driver", "torch", "torch_minor", "torch_cuda", "torch_cuda_version",
+    "torch_cuda_major", "torch_driver_min", "torch_tags", "torch_stable_tags",
+    "torch_cuda_status", "flashinfer", "flashinfer_cubin", "flashinfer_jit_cache_tag",
+    "sglang", "sglang_pins_known", "sglang_pin_torch", "sglang_pin_flashinfer",
+    "sglang_pin_kernel", "sglang_pin_kernel_package", "sglang_kernel",
+    "sglang_kernel_package", "unpinned_stack_packages", "jit_nvcc", "jit_nvcc_major",
+    "symm_mem_world_sizes", "observed_arch", "observed_gpu", "nvml_error",
+    "load_dataset", "load_dataset_path",
+})
+CONFIG_FACTS = frozenset({"config", "world_size", "dp_size"})
+# Also produced: "pkg:<name>" per package, "env:<NAME>" per variable, and per config
+# "--<flag>" plus "flag_<flag_with_underscores>" (for message templates).
+DYNAMIC_PREFIXES = ("pkg:", "env:", "--", "flag_")
+
+
+def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> Context:
+    """Facts about the whole stack, the ones ``scope: stack`` rules read."""
+    ctx: Context = dict.fromkeys(STACK_FACTS)
+    ctx.update(_hardware(spec, tables))
+    ctx.update(_cuda(spec, facts, tables))
+    ctx.update(_packages(spec, tables))
+    ctx["jit_nvcc_major"] = major(ctx["jit_nvcc"])
+    ctx["torch_driver_min"] = tables["cuda_driver_min"].get(ctx["torch_cuda_major"] or "")
+    ctx.update({f"env:{k}": str(v) for k, v in spec.env.items()})
+    if facts is not None:
+        ctx.update(_observed(facts))
+    if spec.benchmarks is not None:
+        ctx["load_dataset"] = spec.benchmarks.load.dataset
+        ctx["load_dataset_path"] = spec.benchmarks.load.dataset_path
+    return ctx
+
+
+def config_context(stack: Context, spec: Spec, config: str) -> Context:
+    """The stack's facts plus one benchmark config's flags and env."""
+    assert spec.benchmarks is not None
+    ctx = dict(stack)
+    ctx["config"] = config
+    flags = spec.benchmarks.flags_of(config)
+    for flag, value in flags.items():
+        ctx[flag] = value
+        ctx["flag_" + flag[2:].replace("-", "_")] = value
+    for name, value in spec.benchmarks.configs[config].env.items():
+        ctx[f"env:{name}"] = None if value is None else str(value)
+    ctx["world_size"] = _int(_first(flags, "--tp-size", "--tensor-parallel-size", "--tp")) \
+        or stack["gpu_count"]
+    ctx["dp_size"] = _int(_first(flags, "--dp-size", "--data-parallel-size", "--dp")) or 1
+    return ctx
+
+
+# --- pieces ---------------------------------------------------------------------------
+
+def _hardware(spec: Spec, tables: dict[str, dict]) -> Context:
+    gpu = spec.hardware.gpu
+    m = re.fullmatch(r"sm_([0-9]+)([af]?)", gpu.arch)
+    assert m, gpu.arch  # the spec model validated the pattern
+    num = int(m.group(1))
+    base = f"sm_{num}"
+    arch_major = num // 10  # sm_120 -> 12, sm_90 -> 9
+    return {
+        "arch": gpu.arch, "arch_base": base, "arch_suffix": m.group(2), "arch_num": num,
+        "arch_major": arch_major, "arch_toolkit": tables["arch_toolkit"].get(base),
+        "gpu_count": gpu.count, "gpu_model": gpu.model or gpu.arch, "segment": gpu.segment,
+        "interconnect": spec.hardware.interconnect,
+        "symm_mem_world_sizes": tables["symm_mem_world_sizes"].get(str(arch_major)),
+    }
+
+
+def _cuda(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> Context:
+    ctx: Context = {"forward_compat": bool(spec.driver and spec.driver.forward_compat)}
+    ctx["driver"] = lowest_version(spec.driver.version) if spec.driver else None
+    if ctx["driver"] is None and facts is not None:
+        ctx["driver"] = facts.driver_version  # the spec leaves the driver as it is
+    toolkit = spec.cuda.selected if spec.cuda else None
+    if toolkit is not None:
+        release = ".".join(toolkit.version.split(".")[:2])
+        ctx.update(cuda=toolkit.version, cuda_major=major(toolkit.version),
+                   cuda_source=toolkit.source,
+                   cuda_bundled_driver=tables["cuda_bundled_driver"].get(release,
+                                                                         "the bundled driver"))
+        ctx["cuda_driver_min"] = tables["cuda_driver_min"].get(ctx["cuda_major"])
+        # pip's 12.x nvcc wheel carries ptxas only: no nvcc for the JIT there
+        has_nvcc = not (toolkit.source == "pip" and ctx["cuda_major"] == "12")
+        ctx["jit_nvcc"] = toolkit.version if has_nvcc else None
+    observed = facts.jit_nvcc() if facts is not None else None
+    if observed is not None:
+        ctx["jit_nvcc"] = observed.release  # what the JIT really finds wins
+    return ctx
+
+
+def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
+    pkgs = {canonical_name(name): spec_ for name, spec_ in spec.python.packages.items()}
+    ctx: Context = {f"pkg:{name}": spec_ for name, spec_ in pkgs.items()}
+    pin = {name: exact_pin(pkgs.get(name)) for name in STACK_PACKAGES}
+    ctx["unpinned_stack_packages"] = ", ".join(
+        f"{n} {pkgs[n]}" for n in STACK_PACKAGES if n in pkgs and pin[n] is None)
+    torch = pin["torch"]
+    ctx["torch"] = torch
+    tag = spec.python.torch_cuda or local_cuda_tag(torch)
+    ctx["torch_cuda"] = tag
+    ctx["torch_cuda_version"] = _tag_version(tag)
+    ctx["torch_cuda_major"] = major(ctx["torch_cuda_version"])
+    if torch:
+        minor = ".".join(Version(torch).base_version.split(".")[:2])
+        builds = tables["torch_builds"].get(minor)
+        ctx["torch_minor"] = minor
+        if builds:
+            ctx["torch_tags"] = sorted(builds)
+            ctx["torch_stable_tags"] = sorted(t for t, s in builds.items() if s == "stable")
+            ctx["torch_cuda_status"] = builds.get(tag) if tag else None
+    ctx["flashinfer"] = pin["flashinfer-python"]
+    ctx["flashinfer_cubin"] = pin["flashinfer-cubin"]
+    ctx["flashinfer_jit_cache_tag"] = local_cuda_tag(exact_pin(pkgs.get("flashinfer-jit-cache")))
+    kernel_pkg = next((k for k in KERNEL_PACKAGES if k in pkgs), None)
+    ctx["sglang_kernel_package"] = kernel_pkg
+    ctx["sglang_kernel"] = pin[kernel_pkg] if kernel_pkg else None
+    sglang = pin["sglang"]
+    ctx["sglang"] = sglang
+    if sglang:
+        pins = tables["sglang_pins"].get(Version(sglang).public)
+        ctx["sglang_pins_known"] = pins is not None
+        if pins:
+            ctx["sglang_pin_torch"] = pins["torch"]
+            ctx["sglang_pin_flashinfer"] = pins["flashinfer"]
+            ctx["sglang_pin_kernel"] = pins["kernel"]
+            ctx["sglang_pin_kernel_package"] = pins["kernel_package"]
+    return ctx
+
+
+def _observed(facts: Facts) -> Context:
+    ctx: Context = {"nvml_error": facts.nvml_error}
+    if facts.gpus:
+        ctx["observed_arch"] = facts.gpus[0].arch
+        ctx["observed_gpu"] = facts.gpus[0].name
+    return ctx
+
+
+# --- small helpers --------------------------------------------------------------------
+
+def _tag_version(tag: str | None) -> str | None:
+    """``cu130`` -> ``13.0``, ``cu118`` -> ``11.8``."""
+    if not tag:
+        return None
+    digits = tag[2:]
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def _first(flags: dict[str, Any], *names: str) -> Any:
+    return next((flags[n] for n in names if n in flags), None)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and value is not True else None
+    except (TypeError, ValueError):
+        return None

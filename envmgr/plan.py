@@ -1,0 +1,238 @@
+"""What it takes to go from what a target has to what a spec asks for.
+
+``plan(current, spec)`` compares a ``State`` (observed facts of a target, or another
+spec standing for an environment already realized) with a spec and returns ordered,
+typed actions, each with its reason. An empty plan means nothing to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from envmgr.compat.kb import default_knowledge_base
+from envmgr.spec.models import Spec, canonical_name
+from envmgr.versions import exact_pin, local_cuda_tag, lowest_version, release
+
+if TYPE_CHECKING:  # facts pull in their collectors; validate needs only the type
+    from envmgr.facts.model import Facts
+
+# Order in which a plan applies actions: what needs a reboot first, the Python layer last.
+KIND_ORDER = (
+    "driver.install", "driver.upgrade", "driver.downgrade", "driver.change",
+    "toolkit.add", "toolkit.select", "python.create",
+    "package.remove", "package.install", "package.upgrade", "package.downgrade",
+    "package.change", "package.rebuild", "env.set", "env.change", "env.unset",
+)
+
+
+@dataclass(frozen=True)
+class State:
+    """An environment as plan compares it. From facts, versions are exact; from a spec
+    (``managed``), they are specifiers and whatever the spec omits would be removed."""
+
+    label: str
+    driver: str | None = None
+    toolkits: tuple[str, ...] = ()
+    selected_toolkit: str | None = None
+    python: str | None = None
+    torch_cuda: str | None = None
+    packages: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    managed: bool = False
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str
+    target: str
+    before: str | None
+    after: str | None
+    reason: str
+    reboot: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        if self.before and self.after:
+            return f"{self.target}: {self.before} -> {self.after}"
+        return f"{self.target}: {self.after or self.before or ''}".rstrip(": ")
+
+
+def state_from_facts(facts: Facts, label: str = "local://") -> State:
+    linked = next((t.version for t in facts.toolkits
+                   if facts.cuda_link and t.path.rstrip("/") == facts.cuda_link.rstrip("/")), None)
+    py = facts.python
+    torch = py.packages.get("torch") if py else None
+    return State(
+        label=label,
+        driver=facts.driver_version,
+        toolkits=tuple(t.version for t in facts.toolkits if t.version),
+        selected_toolkit=linked,
+        python=py.version if py else None,
+        torch_cuda=local_cuda_tag(torch),
+        packages=dict(py.packages) if py else {},
+        env=dict(facts.env),
+    )
+
+
+def state_from_spec(spec: Spec, label: str | None = None) -> State:
+    return State(
+        label=label or f"spec {spec.metadata.name}",
+        driver=spec.driver.version if spec.driver else None,
+        toolkits=tuple(t.version for t in spec.cuda.toolkits) if spec.cuda else (),
+        selected_toolkit=spec.cuda.selected.version if spec.cuda else None,
+        python=spec.python.version,
+        torch_cuda=spec.python.torch_cuda,
+        packages={canonical_name(n): s for n, s in spec.python.packages.items()},
+        env={k: str(v) for k, v in spec.env.items()},
+        managed=True,
+    )
+
+
+def plan(current: State, spec: Spec) -> list[Action]:
+    """Ordered actions that turn ``current`` into ``spec``; empty when nothing changes."""
+    actions = [
+        *_driver(current, spec),
+        *_toolkits(current, spec),
+        *_python(current, spec),
+        *_packages(current, spec),
+        *_env(current, spec),
+    ]
+    return sorted(actions, key=lambda a: (KIND_ORDER.index(a.kind), a.target))
+
+
+# --- pieces ---------------------------------------------------------------------------
+
+def _direction(before: str | None, after: str | None) -> str:
+    """upgrade / downgrade / change, comparing the lowest versions each side allows."""
+    a = lowest_version(before) if before and _is_specifier(before) else before
+    b = lowest_version(after) if after and _is_specifier(after) else after
+    try:
+        if a and b and Version(a) != Version(b):
+            return "upgrade" if Version(b) > Version(a) else "downgrade"
+    except InvalidVersion:
+        pass
+    return "change"
+
+
+def _is_specifier(text: str) -> bool:
+    return text[:1] in "<>=!~"
+
+
+def _satisfied(have: str | None, want: str, managed: bool) -> bool:
+    """Does what the target has already meet what the spec wants?"""
+    if have is None:
+        return False
+    if managed:  # both are specifiers: equal text means no change
+        return SpecifierSet(have) == SpecifierSet(want)
+    try:
+        return SpecifierSet(want).contains(Version(have), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def _driver(current: State, spec: Spec) -> list[Action]:
+    if spec.driver is None or _satisfied(current.driver, spec.driver.version, current.managed):
+        return []
+    want = spec.driver.version
+    kind = "install" if current.driver is None else _direction(current.driver, want)
+    cuda = spec.cuda.selected.version if spec.cuda else None
+    tables = default_knowledge_base().tables
+    minimum = tables["cuda_driver_min"].get(cuda.split(".")[0]) if cuda else None
+    why = f"CUDA {cuda} needs driver >= {minimum}; " if minimum else ""
+    return [Action(f"driver.{kind}", "nvidia-driver", current.driver, want,
+                   f"{why}the kernel module changes: reboot (or reload the module) before use",
+                   reboot=True)]
+
+
+def _toolkits(current: State, spec: Spec) -> list[Action]:
+    if spec.cuda is None:
+        return []
+    have = {release(v) for v in current.toolkits}
+    actions = []
+    kept = ", ".join(sorted(have)) or "none"
+    for tk in spec.cuda.toolkits:
+        if release(tk.version) not in have:
+            where = ("from nvidia-* wheels inside the environment" if tk.source == "pip" else
+                     f"under {tk.prefix or '/usr/local/cuda-' + release(tk.version)} from {tk.source}")
+            actions.append(Action("toolkit.add", f"cuda-{tk.version}", None, tk.version,
+                                  f"side by side {where} (present now: {kept})"))
+    selected = spec.cuda.selected
+    before = current.selected_toolkit
+    if before is None or release(before) != release(selected.version):
+        link = "CUDA_HOME" if selected.source == "pip" else "/usr/local/cuda"
+        actions.append(Action("toolkit.select", link, before, selected.version,
+                              "CUDA_HOME, nvcc on PATH and FlashInfer's JIT follow it"))
+    return actions
+
+
+def _python(current: State, spec: Spec) -> list[Action]:
+    want = spec.python.version
+    if current.python and release(current.python) == want:
+        return []
+    return [Action("python.create", "python", current.python, want,
+                   "a new interpreter means a new environment: every package is installed again")]
+
+
+def _packages(current: State, spec: Spec) -> list[Action]:
+    want = {canonical_name(n): s for n, s in spec.python.packages.items()}
+    reasons = _pin_reasons(spec)
+    actions = []
+    for name, specifier in want.items():
+        have = current.packages.get(name)
+        reason = reasons.get(name, "")
+        if have is None:
+            actions.append(Action("package.install", name, None, specifier, reason or "new in the spec"))
+        elif not _satisfied(have, specifier, current.managed):
+            kind = _direction(have, specifier)
+            if name == "torch" and spec.python.torch_cuda and current.torch_cuda \
+                    and spec.python.torch_cuda != current.torch_cuda:
+                reason = f"{reason or 'spec pin'}; build {current.torch_cuda} -> {spec.python.torch_cuda}"
+            actions.append(Action(f"package.{kind}", name, have, specifier, reason or "spec pin"))
+        elif name == "torch" and spec.python.torch_cuda and current.torch_cuda \
+                and spec.python.torch_cuda != current.torch_cuda:
+            actions.append(Action("package.rebuild", name, current.torch_cuda,
+                                  spec.python.torch_cuda, "same version, other CUDA build"))
+    if current.managed:
+        for name in sorted(set(current.packages) - set(want)):
+            actions.append(Action("package.remove", name, current.packages[name], None,
+                                  reasons.get(name, "no longer in the spec")))
+    return actions
+
+
+def _pin_reasons(spec: Spec) -> dict[str, str]:
+    """Why the stack packages move: the pins of the spec's sglang release."""
+    sglang = exact_pin(spec.python.packages.get("sglang"))
+    pins = default_knowledge_base().tables["sglang_pins"].get(sglang or "")
+    if not pins:
+        return {}
+    why = f"sglang {sglang} pins"
+    reasons = {
+        "torch": f"{why} torch {pins['torch']}",
+        "flashinfer-python": f"{why} flashinfer-python {pins['flashinfer']}",
+        "flashinfer-cubin": f"must equal flashinfer-python ({why} {pins['flashinfer']})",
+        pins["kernel_package"]: f"{why} {pins['kernel_package']} {pins['kernel']}",
+    }
+    other = "sgl-kernel" if pins["kernel_package"] == "sglang-kernel" else "sglang-kernel"
+    reasons[other] = f"replaced by {pins['kernel_package']} for sglang {sglang}"
+    return reasons
+
+
+def _env(current: State, spec: Spec) -> list[Action]:
+    want = {k: str(v) for k, v in spec.env.items()}
+    actions = []
+    for name, value in want.items():
+        have = current.env.get(name)
+        if have is None:
+            actions.append(Action("env.set", name, None, value, "set by the spec"))
+        elif have != value:
+            actions.append(Action("env.change", name, have, value, "set by the spec"))
+    if current.managed:
+        for name in sorted(set(current.env) - set(want)):
+            actions.append(Action("env.unset", name, current.env[name], None, "no longer in the spec"))
+    return actions

@@ -1,0 +1,1 @@
+"""Rendering results for people (terminal tables; later HTML and plots)."""

@@ -1,0 +1,125 @@
+"""Terminal rendering with rich. Only the CLI calls this; it returns nothing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from envmgr.compat import Finding
+    from envmgr.facts.model import Facts
+    from envmgr.plan import Action
+    from envmgr.spec import LoadedSpec
+
+STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def render_findings(loaded: LoadedSpec, findings: list[Finding], console: Console | None = None) -> None:
+    console = console or _console()
+    spec = loaded.spec
+    chain = " <- ".join(str(p) for p in loaded.chain)
+    console.print(f"[bold]{spec.metadata.name}[/] ({chain}) on {spec.hardware.gpu.count}x "
+                  f"{spec.hardware.gpu.arch} over {spec.hardware.interconnect}")
+    if not findings:
+        console.print("[green]no findings: every rule envmgr knows is satisfied[/]")
+        return
+    for f in findings:
+        head = Text()
+        head.append(f"{f.severity.upper():7} ", style=STYLE[f.severity])
+        head.append(f.rule, style="bold")
+        if f.where:
+            head.append(f"  {f.where}", style="dim")
+        console.print(head)
+        if f.configs:
+            _indented(console, f"configs: {', '.join(f.configs)}")
+        _indented(console, f.message)
+        _indented(console, f"fix: {f.fix}", style="green")
+        _indented(console, f"source: {f.source}", style="dim")
+    counts = {s: sum(f.severity == s for f in findings) for s in STYLE}
+    console.print(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)")
+
+
+def _indented(console: Console, text: str, style: str = "") -> None:
+    console.print(Padding(Text(text, style=style), (0, 0, 0, 8)))
+
+
+_ACTION_STYLE = {"install": "green", "add": "green", "set": "green", "create": "green",
+                 "upgrade": "cyan", "select": "cyan", "change": "yellow", "rebuild": "yellow",
+                 "downgrade": "magenta", "remove": "red", "unset": "red"}
+
+
+def _bare(value: str | None) -> str:
+    """``==2.9.1`` reads as ``2.9.1``; ranges stay as written."""
+    if value and value.startswith("==") and "," not in value:
+        return value[2:]
+    return value or ""
+
+
+def _change(before: str | None, after: str | None) -> str:
+    if before and after:
+        return f"{_bare(before)} -> {_bare(after)}"
+    return _bare(after) if after else f"(was {_bare(before)})"
+
+
+def render_plan(loaded: LoadedSpec, label: str, actions: list[Action],
+                findings: list[Finding], console: Console | None = None) -> None:
+    console = console or _console()
+    console.print(f"[bold]plan[/]: {label} -> {loaded.spec.metadata.name} ({loaded.path})")
+    if not actions:
+        console.print("[green]no changes[/]")
+    for i, a in enumerate(actions, 1):
+        line = Text(f"{i:3}. ")
+        line.append(a.kind, style=_ACTION_STYLE.get(a.kind.split(".")[1], ""))
+        if a.reboot:
+            line.append(" (reboot)", style="bold red")
+        line.append(f"  {a.target}  ", style="bold")
+        line.append(_change(a.before, a.after))
+        console.print(line)
+        _indented(console, a.reason, style="dim")
+    if actions:
+        reboots = sum(a.reboot for a in actions)
+        console.print(f"{len(actions)} change(s)" + (f", {reboots} needing a reboot" if reboots else ""))
+    blocking = [f for f in findings if f.severity != "info"]
+    if blocking:
+        console.print()
+        console.print("[bold]compatibility[/] (`envmgr validate` for details):")
+        for f in blocking:
+            configs = f" [config {', '.join(f.configs)}]" if f.configs else ""
+            console.print(Padding(Text(f"{f.severity.upper():7} {f.rule}{configs}: {f.message}",
+                                       style=STYLE[f.severity]), (0, 0, 0, 2)))
+
+
+def render_facts(facts: Facts, console: Console | None = None) -> None:
+    console = console or _console()
+    console.print(f"[bold]driver[/]: {facts.driver_version or '-'}"
+                  + (f" (CUDA {facts.cuda_driver_version})" if facts.cuda_driver_version else "")
+                  + (f"  [red]{facts.nvml_error}[/]" if facts.nvml_error else ""))
+    for g in facts.gpus:
+        mem = f", {g.memory_mib} MiB" if g.memory_mib else ""
+        console.print(f"  gpu {g.index}: {g.name} ({g.arch}{mem})")
+    console.print(f"[bold]/usr/local/cuda[/] -> {facts.cuda_link or '-'}")
+    for t in facts.toolkits:
+        console.print(f"  toolkit {t.version or '?'} at {t.path} ({t.source})")
+    for c in facts.compilers:
+        console.print(f"  {c.kind} {c.version} at {c.path} (found via {c.origin})")
+    jit = facts.jit_nvcc()
+    console.print(f"[bold]FlashInfer JIT nvcc[/]: {jit.path + ' ' + jit.version if jit else '-'}")
+    if facts.python:
+        py = facts.python
+        console.print(f"[bold]python[/]: {py.version} ({py.executable}), {len(py.packages)} packages")
+        for name in sorted(py.packages):
+            if name.startswith(("torch", "flashinfer", "sglang", "sgl-", "nvidia-", "triton")):
+                console.print(f"  {name}=={py.packages[name]}")
+    if facts.env:
+        console.print("[bold]env[/]:")
+        for k in sorted(facts.env):
+            console.print(f"  {k}={facts.env[k]}", markup=False)
+    for fact, why in sorted(facts.missing.items()):
+        console.print(f"[dim]missing {fact}: {why}[/]")
