@@ -160,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv or os.environ.get("ENVMGR_DEBUG") == "1"
     try:
-        return app(args=argv, prog_name="envmgr", standalone_mode=False) or 0
+        # standalone mode: usage errors print their message and exit 2
+        app(args=argv, prog_name="envmgr")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except EnvmgrError as exc:
         if debug:
             raise
@@ -171,15 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            return 1
-        raise
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

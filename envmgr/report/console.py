@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -18,7 +19,8 @@ STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    # Piped output (CI logs, files) is not wrapped at 80 columns.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def render_findings(loaded: LoadedSpec, findings: list[Finding], console: Console | None = None) -> None:
@@ -47,7 +49,7 @@ def render_findings(loaded: LoadedSpec, findings: list[Finding], console: Consol
 
 
 def _indented(console: Console, text: str, style: str = "") -> None:
-    console.print(Padding(Text(text, style=style), (0, 0, 0, 8)))
+    console.print(Padding(Text(text, style=style), (0, 0, 0, 8), expand=False))
 
 
 _ACTION_STYLE = {"install": "green", "add": "green", "set": "green", "create": "green",
@@ -93,7 +95,7 @@ def render_plan(loaded: LoadedSpec, label: str, actions: list[Action],
         for f in blocking:
             configs = f" [config {', '.join(f.configs)}]" if f.configs else ""
             console.print(Padding(Text(f"{f.severity.upper():7} {f.rule}{configs}: {f.message}",
-                                       style=STYLE[f.severity]), (0, 0, 0, 2)))
+                                       style=STYLE[f.severity]), (0, 0, 0, 2), expand=False))
 
 
 def render_facts(facts: Facts, console: Console | None = None) -> None:

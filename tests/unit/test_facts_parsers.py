@@ -336,7 +336,34 @@ TOKENS = [", ", ",", "\n", "\t", "\0", "=", "0", "9.0", "12.0", "143771", "[N/A]
           "NVIDIA H200", "{", "}", '"', ":", "[", "]", "packages", "cuda_tools", "kind", "nvcc", "ptxas", "path",
           "release 13.0, V13.0.88", "Cuda compilation tools, ", "CUDA Version: ", "Failed to initialize NVML: ",
           "CUDA_HOME", "PATH", "²", "٣", "1e999", "-1"]  # fmt: skip
-fact_like_text = st.one_of(st.text(), st.lists(st.sampled_from(TOKENS)).map("".join))
+token_soup = st.lists(st.sampled_from(TOKENS)).map("".join)
+# Lines of separated fields, like nvidia-smi's csv and the toolkit listing.
+field = st.sampled_from(TOKENS) | st.text(max_size=6)
+fielded_lines = st.builds(
+    lambda rows, sep: "\n".join(sep.join(row) for row in rows),
+    st.lists(st.lists(field, min_size=2, max_size=7), max_size=4),
+    st.sampled_from([", ", "\t"]),
+)
+
+def mostly(*choices: str) -> st.SearchStrategy[str]:
+    """One of ``choices`` (mostly well-formed) 3 times in 4, so that later checks are reached."""
+    pick = st.sampled_from(choices)
+    return st.one_of(pick, pick, pick, st.text(max_size=6))  # 3 to 1
+
+
+# Lines shaped like the nvidia-smi query: each field valid or not, independently.
+gpu_lines = st.lists(
+    st.tuples(
+        mostly("0", "7", "²", "٣"),
+        mostly("NVIDIA H200"),
+        mostly("9.0", "12.0", "[N/A]", "٣.٣"),
+        mostly("143771", "[N/A]", "²"),
+        mostly("580.95.05", "570.124.06"),
+        mostly("00000000:19:00.0"),
+    ).map(", ".join),
+    max_size=3,
+).map("\n".join)
+fact_like_text = st.one_of(st.text(), token_soup, fielded_lines)
 
 
 @pytest.mark.parametrize("parse", PARSERS, ids=lambda p: p.__name__)
@@ -345,6 +372,15 @@ fact_like_text = st.one_of(st.text(), st.lists(st.sampled_from(TOKENS)).map("".j
 def test_parsers_raise_only_facts_error(parse, text):
     try:
         parse(text)
+    except FactsError:
+        pass
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=gpu_lines)
+def test_query_parser_raises_only_facts_error_on_gpu_like_lines(text):
+    try:
+        parse_nvidia_smi_query(text)
     except FactsError:
         pass
 

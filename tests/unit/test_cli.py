@@ -1,0 +1,139 @@
+"""The CLI end to end: exit codes, JSON output, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envmgr.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = ROOT / "specs"
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    rc = main([*args])
+    out, err = capsys.readouterr()
+    return rc, " ".join(out.split()), " ".join(err.split())  # wrapping is layout, not content
+
+
+def test_validate_cuda13_names_what_cannot_work(capsys):
+    rc, out, _ = run(capsys, "validate", str(SPECS / "cuda13.yaml"))
+    assert rc == 1
+    assert "allreduce-fusion-sm12x" in out
+    assert "No supported CUDA architectures found for major versions [9, 10]" in out
+    assert "a2a-flashinfer-needs-dp-attention" in out
+    assert "torch-symm-mem-unsupported-arch" in out
+    assert "cuda13.yaml:" in out and "cuda128.yaml:" in out  # located in the file that says it
+    assert "source: flashinfer-ai/flashinfer#3903" in out
+
+
+def test_validate_reports_torch_symm_mem_keyerror_with_fix(capsys):
+    rc = main(["validate", "--json", str(SPECS / "cuda128-dead-ends.yaml")])
+    out = capsys.readouterr().out
+    assert rc == 1
+    report = json.loads(out)
+    (finding,) = [f for f in report["findings"] if f["rule"] == "torch-symm-mem-keyerror"]
+    assert "KeyError: 12" in finding["message"]
+    assert "drop --enable-torch-symm-mem" in finding["fix"]
+    assert finding["configs"] == ["torch_symm_mem"]
+    assert finding["where"].endswith("cuda128-dead-ends.yaml:18")
+
+
+def test_validate_working_stack_exits_zero(capsys):
+    rc = main(["validate", "--json", str(SPECS / "cuda128.yaml")])
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert rc == 0 and report["ok"] is True
+    assert {f["severity"] for f in report["findings"]} <= {"warning", "info"}
+
+
+def test_plan_between_specs_exits_2_with_changes(capsys):
+    rc, out, _ = run(capsys, "plan", str(SPECS / "cuda13.yaml"), "--from", str(SPECS / "cuda128.yaml"))
+    assert rc == 2
+    assert "driver.upgrade (reboot)" in out
+    assert "570.124.06 -> 580.95.05" in out
+    assert "toolkit.add" in out and "side by side" in out
+
+
+def test_plan_without_changes_exits_0(capsys):
+    spec = str(SPECS / "cuda13.yaml")
+    rc, out, _ = run(capsys, "plan", spec, "--from", spec, "--json")
+    assert rc == 0
+    assert json.loads(out)["changes"] == 0
+
+
+def test_plan_from_recorded_facts(capsys, tmp_path):
+    facts = tmp_path / "host.json"
+    facts.write_text(json.dumps({"driver_version": "570.124.06", "python": {
+        "executable": "/usr/bin/python3", "version": "3.11.2", "packages": {"nvidia-cuda-nvcc": "13.0.88"}}}))
+    rc, out, _ = run(capsys, "plan", str(SPECS / "demo-cpu.yaml"), "--facts", str(facts), "--json")
+    report = json.loads(out)
+    assert rc == 2
+    assert {a["kind"] for a in report["actions"]} == {"toolkit.add", "toolkit.select", "package.install",
+                                                      "env.set"}
+    assert "nvidia-cuda-nvcc" not in {a["target"] for a in report["actions"]}  # already there
+
+
+def test_bad_facts_file_is_a_clear_error(capsys, tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("[1, 2]")
+    rc, _, err = run(capsys, "plan", str(SPECS / "demo-cpu.yaml"), "--facts", str(bad))
+    assert rc == 1 and "envmgr facts --json" in err and "Traceback" not in err
+
+
+def test_schema_is_json_schema_with_every_section(capsys):
+    rc, out, _ = run(capsys, "schema")
+    schema = json.loads(out)
+    assert rc == 0
+    assert schema["$schema"].endswith("2020-12/schema")
+    assert {"apiVersion", "extends", "hardware", "driver", "cuda", "python", "env", "realize",
+            "probes", "benchmarks"} <= set(schema["properties"])
+    assert schema["additionalProperties"] is False
+
+
+def test_invalid_spec_prints_location_not_traceback(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: envmgr/v1\nmetadata: {name: x}\nhardware:\n  gpu: {arch: sm_120, cont: 8}\n")
+    rc, out, err = run(capsys, "validate", str(bad))
+    assert rc == 1
+    assert f"{bad}:4: hardware.gpu.cont: unknown key 'cont'" in err
+    assert "did you mean 'count'?" in err
+    assert "Traceback" not in err + out
+
+
+def test_missing_spec_file(capsys, tmp_path):
+    rc, _, err = run(capsys, "validate", str(tmp_path / "nope.yaml"))
+    assert rc == 1 and "file not found" in err
+
+
+def test_debug_shows_the_exception(tmp_path):
+    from envmgr.errors import SpecError
+
+    with pytest.raises(SpecError):
+        main(["--debug", "validate", str(tmp_path / "nope.yaml")])
+
+
+def test_usage_error_exit_code(capsys):
+    rc, _, err = run(capsys, "plan")
+    assert rc == 2 and "Missing argument" in err
+
+
+def test_facts_json_is_a_facts_document(capsys):
+    from envmgr.facts.model import Facts
+
+    rc, out, _ = run(capsys, "facts", "--json")
+    assert rc == 0
+    facts = Facts.model_validate_json(out)
+    assert facts.python is not None and facts.python.version.startswith("3.")
+
+
+def test_console_script_runs():
+    """The installed entry point, as a user runs it."""
+    proc = subprocess.run([sys.executable, "-m", "envmgr", "--version"], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("envmgr ")

@@ -1,0 +1,236 @@
+"""Every rule of the knowledge base: one case that fires it and one that does not.
+
+Cases are overlays (deep-merged, null deletes) on CLEAN, a stack on which no rule
+fires; a new rule without cases here fails ``test_every_rule_has_cases``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from envmgr.compat import default_knowledge_base, evaluate
+from envmgr.compat.context import CONFIG_FACTS, DYNAMIC_PREFIXES, STACK_FACTS
+from envmgr.facts.model import CompilerFact, Facts, GpuFact
+from envmgr.spec import Spec, deep_merge
+
+CLEAN = {
+    "apiVersion": "envmgr/v1",
+    "metadata": {"name": "clean"},
+    "hardware": {"gpu": {"arch": "sm_120", "count": 8, "segment": "workstation"},
+                 "interconnect": "pcie"},
+    "driver": {"version": "580.95.05"},
+    "cuda": {"toolkits": [{"version": "13.0"}]},
+    "python": {
+        "version": "3.12",
+        "torch_cuda": "cu130",
+        "packages": {"sglang": "0.5.15", "torch": "2.11.0", "flashinfer-python": "0.6.12",
+                     "flashinfer-cubin": "0.6.12", "sglang-kernel": "0.4.4"},
+    },
+    "env": {"NCCL_P2P_DISABLE": "1"},
+    "benchmarks": {
+        "model_path": "/models/m",
+        "server_flags": {"--tp-size": 8, "--disable-custom-all-reduce": True},
+        "configs": {"baseline": {}},
+    },
+}
+
+
+def cfg(flags=None, env=None):
+    """An overlay adding a benchmark config ``x`` with these flags/env."""
+    return {"benchmarks": {"configs": {"x": {"flags": flags or {}, "env": env or {}}}}}
+
+
+SM90 = {"hardware": {"gpu": {"arch": "sm_90", "segment": "datacenter"}}}
+OLD_SGLANG = {"python": {"torch_cuda": "cu128", "packages": {
+    "sglang": "0.5.9", "torch": "2.9.1", "flashinfer-python": "0.6.3", "flashinfer-cubin": "0.6.3",
+    "sglang-kernel": None, "sgl-kernel": "0.3.21"}},
+    "driver": {"version": "570.124.06"}, "cuda": {"toolkits": [{"version": "12.8"}]}}
+
+
+def facts(**kw):
+    return Facts(**kw)
+
+
+# rule id -> (overlay that fires it, overlay that does not, optional observed facts for each)
+CASES: dict[str, tuple] = {
+    "driver-too-old-for-cuda": ({"driver": {"version": "570.124.06"}},
+                                {"driver": {"version": ">=580"}}),
+    "driver-too-old-for-torch-cuda": (
+        {"driver": {"version": "575.51.03"}, "cuda": {"toolkits": [{"version": "12.8"}]}},
+        {"driver": {"version": "580.65.06"}, "cuda": {"toolkits": [{"version": "12.8"}]}}),
+    "driver-below-full-128": (
+        {"driver": {"version": "560.35.03"}, "cuda": {"toolkits": [{"version": "12.8"}]},
+         "python": {"torch_cuda": "cu128", "packages": {"torch": "2.9.1"}}},
+        {"driver": {"version": "570.124.06"}, "cuda": {"toolkits": [{"version": "12.8"}]}}),
+    "forward-compat-geforce": (
+        {"driver": {"forward_compat": True}, "hardware": {"gpu": {"segment": "geforce"}}},
+        {"driver": {"forward_compat": True}, "hardware": {"gpu": {"segment": "datacenter"}}}),
+    "forward-compat-workstation": ({"driver": {"forward_compat": True}},
+                                   {"driver": {"forward_compat": False}}),
+    "nvml-driver-mismatch": ({}, {}, facts(nvml_error="Failed to initialize NVML: Driver/library version mismatch"),
+                             facts(driver_version="580.95.05")),
+    "arch-needs-newer-toolkit": ({"cuda": {"toolkits": [{"version": "12.6"}]}, "driver": {"version": "560.35.03"},
+                                  "python": {"torch_cuda": "cu126", "packages": {"torch": "2.9.1"}}},
+                                 {"cuda": {"toolkits": [{"version": "12.8"}]}}),
+    "arch-dropped-by-toolkit": ({"hardware": {"gpu": {"arch": "sm_70", "segment": "datacenter"}}},
+                                {"hardware": {"gpu": {"arch": "sm_75", "segment": "datacenter"}}}),
+    "arch-family-target-needs-129": ({"hardware": {"gpu": {"arch": "sm_120f"}},
+                                      "cuda": {"toolkits": [{"version": "12.8"}]}},
+                                     {"hardware": {"gpu": {"arch": "sm_120f"}}}),
+    "observed-arch-differs": ({}, {}, facts(gpus=[GpuFact(index=0, name="NVIDIA H200", compute_capability="9.0")]),
+                              facts(gpus=[GpuFact(index=0, name="RTX PRO 6000", compute_capability="12.0")])),
+    "pip-toolkit-12-has-no-nvcc": ({"cuda": {"toolkits": [{"version": "12.8", "source": "pip"}]}},
+                                   {"cuda": {"toolkits": [{"version": "13.0", "source": "pip"}]}}),
+    "cu13-wheel-suffix": ({"python": {"packages": {"nvidia-cuda-runtime-cu13": "13.0.96"}}},
+                          {"python": {"packages": {"nvidia-cuda-runtime": "13.0.96"}}}),
+    "nccl-cu12-and-cu13": ({"python": {"packages": {"nvidia-nccl-cu12": "2.27.3", "nvidia-nccl-cu13": "2.28.3"}}},
+                           {"python": {"packages": {"nvidia-nccl-cu13": "2.28.3"}}}),
+    "torch-too-old-for-sm12x": ({"python": {"torch_cuda": "cu126", "packages": {"torch": "2.6.0"}}},
+                                {"python": {"packages": {"torch": "2.11.0"}}}),
+    "torch-build-missing": ({"python": {"torch_cuda": "cu128", "packages": {"torch": "2.13.0"}}},
+                            {"python": {"torch_cuda": "cu130", "packages": {"torch": "2.13.0"}}}),
+    "torch-build-experimental": ({"python": {"torch_cuda": "cu130", "packages": {"torch": "2.9.1"}}},
+                                 {"python": {"torch_cuda": "cu128", "packages": {"torch": "2.9.1"}}}),
+    "torch-cuda-lacks-arch": ({"python": {"torch_cuda": "cu126"}},
+                              {"python": {"torch_cuda": "cu128"}}),
+    "flashinfer-needs-sm75": ({"hardware": {"gpu": {"arch": "sm_70", "segment": "datacenter"}},
+                               "cuda": {"toolkits": [{"version": "12.8"}]}},
+                              {"hardware": {"gpu": {"arch": "sm_75", "segment": "datacenter"}}}),
+    "flashinfer-too-old-for-sm12x": ({"python": {"packages": {"flashinfer-python": "0.2.14", "flashinfer-cubin": None}}},
+                                     {"python": {"packages": {"flashinfer-python": "0.3.1", "flashinfer-cubin": None}}}),
+    "flashinfer-sm12x-needs-cuda129": (
+        {"cuda": {"toolkits": [{"version": "12.8"}]}, "driver": {"version": "570.124.06"},
+         "python": {"torch_cuda": "cu128"}},
+        {"cuda": {"toolkits": [{"version": "12.9"}]}, "driver": {"version": "575.51.03"},
+         "python": {"torch_cuda": "cu128"}}),
+    "flashinfer-sm12x-needs-cuda128": (
+        {**OLD_SGLANG, "cuda": {"toolkits": [{"version": "12.6"}, {"version": "12.8"}], "select": "12.6"}},
+        OLD_SGLANG),
+    "flashinfer-jit-nvcc-major": ({"cuda": {"toolkits": [{"version": "12.9"}]}},
+                                  {"cuda": {"toolkits": [{"version": "13.0"}]}}),
+    "flashinfer-arch-list-ignored": (
+        {"env": {"FLASHINFER_CUDA_ARCH_LIST": "12.0a"}, "python": {"packages": {"flashinfer-python": "0.2.14", "flashinfer-cubin": None}}},
+        {"env": {"FLASHINFER_CUDA_ARCH_LIST": "12.0a"}}),
+    "flashinfer-cubin-version": ({"python": {"packages": {"flashinfer-cubin": "0.6.11"}}},
+                                 {"python": {"packages": {"flashinfer-cubin": "0.6.12"}}}),
+    "flashinfer-jit-cache-cuda": ({"python": {"packages": {"flashinfer-jit-cache": "0.6.12+cu129"}}},
+                                  {"python": {"packages": {"flashinfer-jit-cache": "0.6.12+cu130"}}}),
+    "sglang-pins-unknown": ({"python": {"packages": {"sglang": "0.5.16"}}},
+                            {"python": {"packages": {"sglang": "0.5.15"}}}),
+    "sglang-torch-pin": ({"python": {"packages": {"torch": "2.10.0"}}},
+                         {"python": {"packages": {"torch": "2.11.0"}}}),
+    "sglang-flashinfer-pin": ({"python": {"packages": {"flashinfer-python": "0.6.11", "flashinfer-cubin": "0.6.11"}}},
+                              {"python": {"packages": {"flashinfer-python": "0.6.12"}}}),
+    "sglang-kernel-pin": ({"python": {"packages": {"sglang-kernel": "0.4.2.post2"}}},
+                          {"python": {"packages": {"sglang-kernel": "0.4.4"}}}),
+    "sglang-kernel-package-name": ({"python": {"packages": {"sglang-kernel": None, "sgl-kernel": "0.4.4"}}},
+                                   {"python": {"packages": {"sglang-kernel": "0.4.4"}}}),
+    "package-not-pinned": ({"python": {"packages": {"torch": ">=2.11,<2.12"}}},
+                           {"python": {"packages": {"torch": "2.11.0", "numpy": ">=1.26"}}}),
+    "torch-symm-mem-keyerror": (deep_merge(OLD_SGLANG, cfg({"--enable-torch-symm-mem": True})),
+                                deep_merge(OLD_SGLANG, cfg({"--enable-torch-symm-mem": False}))),
+    "torch-symm-mem-unsupported-arch": (cfg({"--enable-torch-symm-mem": True}),
+                                        deep_merge(SM90, cfg({"--enable-torch-symm-mem": True}))),
+    "torch-symm-mem-world-size": (deep_merge(SM90, cfg({"--enable-torch-symm-mem": True, "--tp-size": 2})),
+                                  deep_merge(SM90, cfg({"--enable-torch-symm-mem": True, "--tp-size": 4}))),
+    "torch-symm-mem-needs-p2p": (cfg({"--enable-torch-symm-mem": True}),
+                                 deep_merge({"hardware": {"interconnect": "nvlink"}},
+                                            cfg({"--enable-torch-symm-mem": True}))),
+    "allreduce-fusion-sm12x": (cfg({"--enable-flashinfer-allreduce-fusion": True}),
+                               deep_merge({"python": {"packages": {"flashinfer-python": "0.6.17"}}},
+                                          cfg({"--enable-flashinfer-allreduce-fusion": True}))),
+    "a2a-flashinfer-needs-cutlass-runner": (
+        cfg({"--moe-a2a-backend": "flashinfer", "--enable-dp-attention": True, "--dp-size": 8}),
+        cfg({"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass",
+             "--enable-dp-attention": True, "--dp-size": 8})),
+    "a2a-flashinfer-needs-dp-attention": (
+        cfg({"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass"}),
+        cfg({"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass",
+             "--enable-dp-attention": True, "--dp-size": 8})),
+    "a2a-flashinfer-ep-size": (cfg({"--moe-a2a-backend": "flashinfer"}), cfg({"--moe-a2a-backend": "deepep"})),
+    "a2a-flashinfer-expert-location-assert": (
+        deep_merge(OLD_SGLANG, cfg({"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass"})),
+        cfg({"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass"})),
+    "custom-allreduce-pcie": (cfg({"--disable-custom-all-reduce": None}),
+                              deep_merge({"hardware": {"gpu": {"count": 2}}},
+                                         cfg({"--disable-custom-all-reduce": None}))),
+    "nccl-algo-tree-global": (cfg(env={"NCCL_ALGO": "Tree"}), cfg(env={"NCCL_ALGO": "allreduce:tree"})),
+    "nccl-p2p-rtx-pcie": ({"env": {"NCCL_P2P_DISABLE": None}},
+                          {"env": {"NCCL_P2P_DISABLE": None}, "hardware": {"gpu": {"segment": "datacenter"}}}),
+    "cuda-graph-max-bs-deprecated": (cfg({"--cuda-graph-max-bs": 128}), cfg({"--cuda-graph-max-bs-decode": 128})),
+    "moe-a2a-backend-unknown": (cfg({"--moe-a2a-backend": "flashinfer_a2a"}), cfg({"--moe-a2a-backend": "deepep"})),
+    "moe-runner-backend-unknown": (cfg({"--moe-runner-backend": "cutlas"}), cfg({"--moe-runner-backend": "triton"})),
+    "speculative-algorithm-unknown": (cfg({"--speculative-algorithm": "eagle3", "--speculative-draft-model-path": "/d"}),
+                                      cfg({"--speculative-algorithm": "NGRAM"})),
+    "speculative-draft-missing": (cfg({"--speculative-algorithm": "EAGLE3"}),
+                                  cfg({"--speculative-algorithm": "EAGLE3", "--speculative-draft-model-path": "/d"})),
+    "bench-dataset-downloads": ({"benchmarks": {"load": {"dataset": "random"}}},
+                                {"benchmarks": {"load": {"dataset": "random", "dataset_path": "/data/sharegpt.json"}}}),
+}
+
+
+def fired(overlay: dict, observed: Facts | None = None) -> set[str]:
+    spec = Spec.model_validate(deep_merge(CLEAN, overlay))
+    return {f.rule for f in evaluate(spec, observed)}
+
+
+def test_clean_stack_has_no_findings():
+    assert fired({}) == set()
+
+
+def test_every_rule_has_cases():
+    ids = {r.id for r in default_knowledge_base().rules}
+    assert ids == set(CASES), f"rules without cases: {ids - set(CASES)}; stale cases: {set(CASES) - ids}"
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_fires(rule_id):
+    case = CASES[rule_id]
+    assert rule_id in fired(case[0], case[2] if len(case) > 2 else None)
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_stays_quiet(rule_id):
+    case = CASES[rule_id]
+    assert rule_id not in fired(case[1], case[3] if len(case) > 3 else None)
+
+
+def test_rules_read_only_facts_the_context_produces():
+    known = STACK_FACTS | CONFIG_FACTS
+    for rule in default_knowledge_base().rules:
+        for name in rule.facts():
+            assert name in known or name.startswith(DYNAMIC_PREFIXES), (rule.id, name)
+
+
+def test_findings_carry_fix_and_source():
+    spec = Spec.model_validate(deep_merge(CLEAN, {"driver": {"version": "570.124.06"}}))
+    (finding,) = [f for f in evaluate(spec) if f.rule == "driver-too-old-for-cuda"]
+    assert finding.severity == "error"
+    assert "CUDA 13.0 needs driver >= 580" in finding.message
+    assert "580.95.05" in finding.fix  # the driver bundled with CUDA 13.0
+    assert "CUDA Compatibility" in finding.source
+    assert finding.field == "driver"
+
+
+def test_observed_nvcc_overrides_the_spec_toolkit():
+    """FlashInfer's JIT uses the nvcc it finds: an observed 12.8 nvcc under torch cu130 warns."""
+    nvcc = CompilerFact(path="/usr/local/cuda-12.8/bin/nvcc", kind="nvcc", version="12.8.93",
+                        release="12.8", origin="CUDA_HOME")
+    assert "flashinfer-jit-nvcc-major" in fired({}, Facts(compilers=[nvcc]))
+    assert "flashinfer-sm12x-needs-cuda129" in fired({}, Facts(compilers=[nvcc]))
+
+
+def test_observed_driver_used_when_spec_leaves_driver():
+    observed = Facts(driver_version="570.124.06")
+    assert "driver-too-old-for-cuda" in fired({"driver": None}, observed)
+    assert "driver-too-old-for-cuda" not in fired({"driver": None})
+
+
+def test_common_flag_reported_once_for_all_configs():
+    overlay = {"benchmarks": {"server_flags": {"--cuda-graph-max-bs": 128},
+                              "configs": {"a": {}, "b": {}}}}
+    spec = Spec.model_validate(deep_merge(CLEAN, overlay))
+    hits = [f for f in evaluate(spec) if f.rule == "cuda-graph-max-bs-deprecated"]
+    assert len(hits) == 1
+    assert hits[0].configs == ("baseline", "a", "b")
+    assert hits[0].field == "benchmarks.server_flags.--cuda-graph-max-bs"
