@@ -17,7 +17,10 @@ def exact_pin(specifier: str | None) -> str | None:
     except InvalidSpecifier:
         return None
     if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
-        return specs[0].version
+        try:  # `===weird` is legal PEP 440 but no version the rules can compare
+            return str(Version(specs[0].version))
+        except InvalidVersion:
+            return None
     return None
 
 

@@ -67,7 +67,7 @@ def _parse_gpu_line(line: str, number: int) -> tuple[str, GpuFact]:
         index=int(index),
         name=name,
         compute_capability=compute_cap,
-        memory_mib=int(memory) if memory.isdigit() else None,  # '[N/A]' on unified-memory parts
+        memory_mib=int(memory) if _NUMBER_RE.match(memory) else None,  # '[N/A]' on unified-memory parts
         pci_bus_id=bus_id or None,
     )
     return driver, gpu

@@ -1,0 +1,66 @@
+"""Cold-start wall time of the envmgr CLI (each run is a fresh process).
+
+    python benchmarks/startup.py [--runs 20] [--json]
+
+Target (issue 2): `envmgr validate` under 300 ms on the 2-core dev machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = {
+    "envmgr --help": ["--help"],
+    "envmgr --version": ["--version"],
+    "envmgr validate specs/cuda128.yaml": ["validate", "specs/cuda128.yaml"],
+    "envmgr validate specs/cuda13.yaml": ["validate", "specs/cuda13.yaml"],
+    "envmgr validate --json specs/cuda13.yaml": ["validate", "--json", "specs/cuda13.yaml"],
+    "envmgr plan cuda13 --from cuda128": ["plan", "specs/cuda13.yaml", "--from", "specs/cuda128.yaml"],
+}
+
+
+def command() -> list[str]:
+    script = shutil.which("envmgr")
+    return [script] if script else [sys.executable, "-m", "envmgr"]
+
+
+def measure(argv: list[str], runs: int) -> dict[str, float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return {"median_ms": round(statistics.median(times), 1), "min_ms": round(times[0], 1),
+            "p90_ms": round(times[int(0.9 * (len(times) - 1))], 1), "runs": runs}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    base = command()
+    subprocess.run([*base, "--help"], cwd=ROOT, capture_output=True, check=False)  # warm the page cache
+    results = {}
+    for name, extra in CASES.items():
+        results[name] = measure([*base, *extra], args.runs)
+        if not args.json:
+            r = results[name]
+            print(f"{name:45} median {r['median_ms']:7.1f} ms  min {r['min_ms']:7.1f}  p90 {r['p90_ms']:7.1f}",
+                  flush=True)
+    if args.json:
+        print(json.dumps({"command": base, "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
