@@ -36,7 +36,7 @@ class State:
 
     label: str
     driver: str | None = None
-    toolkits: tuple[str, ...] = ()
+    toolkits: tuple[tuple[str, str], ...] = ()  # (version, "system" | "pip")
     selected_toolkit: str | None = None
     python: str | None = None
     torch_cuda: str | None = None
@@ -64,14 +64,16 @@ class Action:
 
 
 def state_from_facts(facts: Facts, label: str = "local://") -> State:
-    linked = next((t.version for t in facts.toolkits
-                   if facts.cuda_link and t.path.rstrip("/") == facts.cuda_link.rstrip("/")), None)
+    # The toolkit in use: CUDA_HOME's when set (pip toolkits are selected that way),
+    # else the target of /usr/local/cuda.
+    in_use = (facts.env.get("CUDA_HOME") or facts.cuda_link or "").rstrip("/")
+    linked = next((t.version for t in facts.toolkits if in_use and t.path.rstrip("/") == in_use), None)
     py = facts.python
     torch = py.packages.get("torch") if py else None
     return State(
         label=label,
         driver=facts.driver_version,
-        toolkits=tuple(t.version for t in facts.toolkits if t.version),
+        toolkits=tuple((t.version, t.source) for t in facts.toolkits if t.version),
         selected_toolkit=linked,
         python=py.version if py else None,
         torch_cuda=local_cuda_tag(torch),
@@ -84,7 +86,8 @@ def state_from_spec(spec: Spec, label: str | None = None) -> State:
     return State(
         label=label or f"spec {spec.metadata.name}",
         driver=spec.driver.version if spec.driver else None,
-        toolkits=tuple(t.version for t in spec.cuda.toolkits) if spec.cuda else (),
+        toolkits=tuple((t.version, _toolkit_kind(t.source)) for t in spec.cuda.toolkits)
+        if spec.cuda else (),
         selected_toolkit=spec.cuda.selected.version if spec.cuda else None,
         python=spec.python.version,
         torch_cuda=spec.python.torch_cuda,
@@ -153,11 +156,11 @@ def _driver(current: State, spec: Spec) -> list[Action]:
 def _toolkits(current: State, spec: Spec) -> list[Action]:
     if spec.cuda is None:
         return []
-    have = {release(v) for v in current.toolkits}
+    have = {(release(v), kind) for v, kind in current.toolkits}
     actions = []
-    kept = ", ".join(sorted(have)) or "none"
+    kept = ", ".join(sorted(v if k == "system" else f"{v} (pip)" for v, k in have)) or "none"
     for tk in spec.cuda.toolkits:
-        if release(tk.version) not in have:
+        if (release(tk.version), _toolkit_kind(tk.source)) not in have:
             where = ("from nvidia-* wheels inside the environment" if tk.source == "pip" else
                      f"under {tk.prefix or '/usr/local/cuda-' + release(tk.version)} from {tk.source}")
             actions.append(Action("toolkit.add", f"cuda-{tk.version}", None, tk.version,
@@ -169,6 +172,11 @@ def _toolkits(current: State, spec: Spec) -> list[Action]:
         actions.append(Action("toolkit.select", link, before, selected.version,
                               "CUDA_HOME, nvcc on PATH and FlashInfer's JIT follow it"))
     return actions
+
+
+def _toolkit_kind(source: str) -> str:
+    """A pip toolkit lives in the Python environment; the others on the system."""
+    return "pip" if source == "pip" else "system"
 
 
 def _python(current: State, spec: Spec) -> list[Action]:

@@ -63,7 +63,8 @@ exit 0
 
 # $1 = the CUDA root. Prints 'kind<TAB>origin<TAB>path' for each nvcc/ptxas reachable the
 # ways FlashInfer's JIT looks for nvcc (FLASHINFER_NVCC, CUDA_HOME, CUDA_PATH, PATH,
-# /usr/local/cuda), then every installed toolkit. Pip wheels are found by the python info.
+# /usr/local/cuda), then every installed toolkit under its real name, like the toolkit
+# listing (cuda-13 -> cuda-13.0 once). Pip wheels are found by the python info.
 COMPILER_SEARCH_SCRIPT = r"""
 root=$1
 found() { [ -n "$3" ] && [ -f "$3" ] && [ -x "$3" ] && printf '%s\t%s\t%s\n' "$1" "$2" "$3"; }
@@ -74,7 +75,7 @@ in_bin() { found nvcc "$1" "$2/nvcc"; found ptxas "$1" "$2/ptxas"; }
 found nvcc PATH "$(command -v nvcc)"
 found ptxas PATH "$(command -v ptxas)"
 in_bin /usr/local/cuda "$root/cuda/bin"
-for dir in "$root"/cuda-*; do in_bin toolkit "$dir/bin"; done
+for dir in "$root"/cuda-*; do [ -d "$dir" ] && in_bin toolkit "$(readlink -f "$dir")/bin"; done
 exit 0
 """
 
@@ -182,14 +183,13 @@ def collect_facts(runner: Runner, python: str = "python3", cuda_root: str = CUDA
 
     fields: Fields = {}
     missing: Missing = {}
-    for part in (
+    for part_fields, part_missing in (
         _driver_facts(attempts["nvidia_smi_query"], attempts["nvidia_smi_banner"]),
         _toolkit_facts(attempts["toolkits"]),
         _python_facts(attempts["python"]),
         _env_facts(attempts["env"]),
         _compiler_facts(runner, attempts["compilers"], attempts["python"]),
     ):
-        part_fields, part_missing = part
         fields.update(part_fields)
         missing.update(part_missing)
     fields["toolkits"] = fields.get("toolkits", []) + _pip_toolkits(fields.get("compilers", []))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from pydantic import ValidationError
 
-from envmgr.compat import evaluate
+from envmgr.compat import default_knowledge_base, evaluate
 from envmgr.facts.model import CompilerFact, Facts, GpuFact, PythonFact
 from envmgr.plan import plan, state_from_facts, state_from_spec
 from envmgr.spec import Spec
@@ -79,9 +81,11 @@ FACTS = st.builds(
 @given(spec=specs(), observed=st.one_of(st.none(), FACTS))
 def test_any_valid_spec_evaluates_and_plans(spec, observed):
     findings = evaluate(spec, observed)
+    kb = default_knowledge_base()
     for f in findings:
         assert f.message and f.fix and f.severity in ("error", "warning", "info")
-        assert "{" not in f.message  # every template field was filled
+        for template_field in re.findall(r"\{\w+\}", kb.rule(f.rule).message):
+            assert template_field not in f.message  # every template field was filled
     plan(state_from_spec(spec), spec)
     if observed is not None:
         plan(state_from_facts(observed), spec)

@@ -74,6 +74,8 @@ CASES: dict[str, tuple] = {
                                  {"cuda": {"toolkits": [{"version": "12.8"}]}}),
     "arch-dropped-by-toolkit": ({"hardware": {"gpu": {"arch": "sm_70", "segment": "datacenter"}}},
                                 {"hardware": {"gpu": {"arch": "sm_75", "segment": "datacenter"}}}),
+    "arch-renamed-sm110": ({"hardware": {"gpu": {"arch": "sm_101", "segment": "embedded"}}},
+                           {"hardware": {"gpu": {"arch": "sm_110", "segment": "embedded"}}}),
     "arch-family-target-needs-129": ({"hardware": {"gpu": {"arch": "sm_120f"}},
                                       "cuda": {"toolkits": [{"version": "12.8"}]}},
                                      {"hardware": {"gpu": {"arch": "sm_120f"}}}),

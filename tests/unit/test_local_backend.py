@@ -100,8 +100,8 @@ def test_timeout_kills_the_whole_process_group(backend, tmp_path):
     # Two sleeps: one in the background (a grandchild of ours), one in the foreground.
     script = f'sleep 30 & echo $! > {pids}; echo $$ >> {pids}; sleep 30'
     started = time.monotonic()
-    with pytest.raises(CommandTimeout, match="0.5s"):
-        backend.run(["sh", "-c", script], timeout=0.5)
+    with pytest.raises(CommandTimeout, match="past 1s"):
+        backend.run(["sh", "-c", script], timeout=1.0)
     assert time.monotonic() - started < 10
     background_sleep, shell = (int(line) for line in pids.read_text().split())
     deadline = time.monotonic() + 5

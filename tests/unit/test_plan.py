@@ -88,7 +88,7 @@ def test_fresh_host_installs_everything_in_order():
 def test_toolkit_added_beside_and_link_switched():
     actions = plan(state_from_facts(host(
         toolkits=[ToolkitFact(path="/usr/local/cuda-12.8", version="12.8.1")],
-        cuda_link="/usr/local/cuda-12.8")), spec())
+        cuda_link="/usr/local/cuda-12.8", env={})), spec())
     add = next(a for a in actions if a.kind == "toolkit.add")
     assert "side by side" in add.reason and "12.8" in add.reason
     select = next(a for a in actions if a.kind == "toolkit.select")
@@ -121,7 +121,22 @@ def test_new_python_version_creates_a_new_environment():
 def test_env_changes():
     actions = plan(state_from_facts(host(env={"CUDA_HOME": "/usr/local/cuda-12.8"})),
                    spec({"env": {"NCCL_P2P_DISABLE": "1"}}))
-    assert kinds(actions) == [("env.set", "NCCL_P2P_DISABLE"), ("env.change", "CUDA_HOME")]
+    assert kinds(actions) == [
+        ("toolkit.select", "/usr/local/cuda"),  # CUDA_HOME points at no toolkit of the host
+        ("env.set", "NCCL_P2P_DISABLE"),
+        ("env.change", "CUDA_HOME"),
+    ]
+
+
+def test_pip_toolkit_selected_through_cuda_home():
+    nvcc_prefix = "/venv/lib/python3.12/site-packages/nvidia/cu13"
+    facts = host(toolkits=[ToolkitFact(path=nvcc_prefix, version="13.0.88", source="pip")],
+                 cuda_link=None, env={"CUDA_HOME": nvcc_prefix})
+    pip_spec = spec({"cuda": {"toolkits": [{"version": "13.0", "source": "pip"}]},
+                     "env": {"CUDA_HOME": nvcc_prefix}})
+    assert plan(state_from_facts(facts), pip_spec) == []
+    # the same wheel does not count as an apt toolkit on the system
+    assert ("toolkit.add", "cuda-13.0") in kinds(plan(state_from_facts(facts), spec({"env": {"CUDA_HOME": nvcc_prefix}})))
 
 
 def test_spec_to_spec_removes_what_the_new_spec_drops():
