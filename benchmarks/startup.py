@@ -24,6 +24,7 @@ CASES = {
     "envmgr validate specs/cuda13.yaml": ["validate", "specs/cuda13.yaml"],
     "envmgr validate --json specs/cuda13.yaml": ["validate", "--json", "specs/cuda13.yaml"],
     "envmgr plan cuda13 --from cuda128": ["plan", "specs/cuda13.yaml", "--from", "specs/cuda128.yaml"],
+    "envmgr facts --json": ["facts", "--json"],
 }
 
 

@@ -192,8 +192,17 @@ def collect_facts(runner: Runner, python: str = "python3", cuda_root: str = CUDA
     ):
         fields.update(part_fields)
         missing.update(part_missing)
-    fields["toolkits"] = fields.get("toolkits", []) + _pip_toolkits(fields.get("compilers", []))
+    compilers = fields.get("compilers", [])
+    system = _versions_from_nvcc(fields.get("toolkits", []), compilers)
+    fields["toolkits"] = system + _pip_toolkits(compilers)
     return Facts(**fields, missing=missing)
+
+
+def _versions_from_nvcc(toolkits: list[ToolkitFact], compilers: list[CompilerFact]) -> list[ToolkitFact]:
+    """A toolkit without version.json (some images drop it) takes its own nvcc's version."""
+    by_prefix = {c.path.rsplit("/bin/", 1)[0]: c.version for c in compilers if c.kind == "nvcc"}
+    return [t if t.version else t.model_copy(update={"version": by_prefix.get(t.path.rstrip("/"))})
+            for t in toolkits]
 
 
 def _attempt_all(runner: Runner, commands: dict[str, list[str]]) -> dict[str, Attempt]:

@@ -109,8 +109,11 @@ def render_facts(facts: Facts, console: Console | None = None) -> None:
     console.print(f"[bold]/usr/local/cuda[/] -> {facts.cuda_link or '-'}")
     for t in facts.toolkits:
         console.print(f"  toolkit {t.version or '?'} at {t.path} ({t.source})")
-    for c in facts.compilers:
-        console.print(f"  {c.kind} {c.version} at {c.path} (found via {c.origin})")
+    origins: dict[tuple[str, str, str], list[str]] = {}
+    for c in facts.compilers:  # one line per binary, with every way it is found
+        origins.setdefault((c.kind, c.version, c.path), []).append(c.origin)
+    for (kind, version, path), found in origins.items():
+        console.print(f"  {kind} {version} at {path} (found via {', '.join(found)})", markup=False)
     jit = facts.jit_nvcc()
     console.print(f"[bold]FlashInfer JIT nvcc[/]: {jit.path + ' ' + jit.version if jit else '-'}")
     if facts.python:

@@ -34,15 +34,16 @@ def fixture(name: str) -> str:
 
 
 def test_query_one_h200():
+    # recorded on the H200 device machine (docs/evidence/h200-facts/)
     driver, gpus = parse_nvidia_smi_query(fixture("nvidia_smi_query_h200_x1.txt"))
-    assert driver == "580.95.05"
+    assert driver == "580.159.04"
     assert gpus == [
         GpuFact(
             index=0,
             name="NVIDIA H200",
             compute_capability="9.0",
             memory_mib=143771,
-            pci_bus_id="00000000:19:00.0",
+            pci_bus_id="00000000:00:06.0",
         )
     ]
     assert gpus[0].arch == "sm_90"
