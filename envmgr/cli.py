@@ -54,10 +54,10 @@ def _emit(data: object) -> None:
 
 
 def _load_facts(path: Path | None):
-    from envmgr.facts.model import Facts
-
     if path is None:
         return None
+    from envmgr.facts.model import Facts
+
     try:
         return Facts.model_validate_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
