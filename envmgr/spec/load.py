@@ -2,13 +2,21 @@
 
 Merge rules (child over parent): mappings merge key by key, a ``null`` in the child
 deletes the parent's key, anything else (scalars, lists) replaces.
+
+Every problem is a ``SpecProblem``: the file and line where the offending value was
+written (the parent's file for an inherited value), the dotted field, what was expected
+and, where we can tell, what to do ("did you mean 'segment'?", "put it in quotes").
+A model validator can point at one of its fields by starting its message with
+``field: `` (``select: '13.0' is not one of the toolkits``).
 """
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import hashlib
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -61,7 +69,7 @@ def validate(source: Source) -> Spec:
         got = data.get("apiVersion")
         raise SpecError([SpecProblem(
             file, line, "apiVersion",
-            "missing" if got is None else f"unsupported version {got!r}",
+            "required field is missing" if got is None else f"unsupported version {_show(got)}",
             expected=repr(API_VERSION), fix=f"start the file with `apiVersion: {API_VERSION}`")])
     try:
         return Spec.model_validate(data)
@@ -72,33 +80,55 @@ def validate(source: Source) -> Spec:
 # --- extends ---------------------------------------------------------------------------
 
 def _merged_source(path: Path, seen: tuple[Path, ...]) -> tuple[Source, list[Path]]:
-    resolved = path.resolve()
-    if resolved in seen:
-        cycle = " -> ".join(str(p) for p in (*seen, resolved))
-        raise ExtendsError([SpecProblem(str(path), None, "extends", f"extends cycle: {cycle}",
-                                        fix="remove one `extends:` of the cycle")])
-    if len(seen) >= MAX_EXTENDS:
-        raise ExtendsError([SpecProblem(str(path), None, "extends",
-                                        f"more than {MAX_EXTENDS} levels of extends")])
     source = read_source(path)
     parent_name = source.data.get("extends")
     if parent_name is None:
         return source, [path]
     file, line = source.locate(("extends",))
+
+    def problem(message: str, **more: str) -> ExtendsError:
+        return ExtendsError([SpecProblem(file, line, "extends", message, **more)])
+
     if not isinstance(parent_name, str) or not parent_name.strip():
-        raise ExtendsError([SpecProblem(file, line, "extends", "must name a file",
-                                        expected="a path relative to this spec, like cuda128.yaml")])
+        raise problem(f"got {_show(parent_name)}",
+                      expected="the path of the parent spec, relative to this one, like cuda128.yaml")
+    chain = (*seen, path)
     parent_path = path.parent / parent_name
-    if not parent_path.is_file():
-        raise ExtendsError([SpecProblem(file, line, "extends",
-                                        f"parent spec {str(parent_path)!r} not found",
-                                        expected="an existing spec file, relative to this one",
-                                        fix="fix the path or create the parent")])
-    parent, chain = _merged_source(parent_path, (*seen, resolved))
-    child = {k: v for k, v in source.data.items() if k != "extends"}
-    lines = dict(parent.lines)
-    lines.update(source.lines)
-    return Source(deep_merge(parent.data, child), source.file, lines), [path, *chain]
+    try:
+        in_chain = parent_path.resolve() in {p.resolve() for p in chain}
+        exists = parent_path.is_file()
+    except (OSError, ValueError) as exc:  # a NUL byte, a name too long for the OS
+        raise problem(f"cannot use {_show(parent_name)} as a path: {exc}") from None
+    if in_chain:
+        cycle = " -> ".join(str(p) for p in (*chain, parent_path))
+        raise problem(f"extends cycle: {cycle}", fix="remove one `extends:` of the cycle")
+    if len(chain) >= MAX_EXTENDS:
+        raise problem(f"more than {MAX_EXTENDS} levels of extends")
+    if not exists:
+        raise problem(f"parent spec {str(parent_path)!r} not found",
+                      expected="an existing spec file, relative to this one",
+                      fix="fix the path or create the parent")
+    parent, parents = _merged_source(parent_path, chain)
+    return _overlay(parent, source), [path, *parents]
+
+
+def _overlay(parent: Source, child: Source) -> Source:
+    """``child`` merged over ``parent``; each value keeps the file:line where it was written."""
+    data = deep_merge(parent.data, {k: v for k, v in child.data.items() if k != "extends"})
+    lines = {}
+    for path in _paths(data):
+        where = child.lines.get(path) or parent.lines.get(path)
+        if where:
+            lines[path] = where
+    return Source(data, child.file, lines)
+
+
+def _paths(value: Any, path: Path_ = ()) -> typing.Iterator[Path_]:
+    """Every path in plain data, the root first."""
+    yield path
+    if isinstance(value, (dict, list)):
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            yield from _paths(item, (*path, key))
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -127,19 +157,27 @@ _PATTERN_WORDS = {
     "^[A-Za-z_][A-Za-z0-9_]*$": "an environment variable name (letters, digits, _)",
 }
 
+# What each pydantic type error expects, in the order a list of them is written.
 _TYPE_WORDS = {
-    "string_type": "a string", "int_type": "a whole number", "int_parsing": "a whole number",
-    "int_from_float": "a whole number", "float_type": "a number", "float_parsing": "a number",
-    "bool_type": "true or false", "bool_parsing": "true or false", "dict_type": "a mapping",
-    "list_type": "a list", "model_type": "a mapping", "model_attributes_type": "a mapping",
-    "none_required": "null",
+    "bool_type": "true/false", "bool_parsing": "true/false",
+    "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
+    "float_type": "a number", "float_parsing": "a number", "string_type": "a string",
+    "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
+    "model_attributes_type": "a mapping", "none_required": "null",
 }
+_WORD_ORDER = list(dict.fromkeys(_TYPE_WORDS.values()))
+
+_BOUNDS = {"greater_than_equal": ("ge", ">="), "greater_than": ("gt", ">"),
+           "less_than_equal": ("le", "<="), "less_than": ("lt", "<")}
+
+# A model validator points at one of its fields by starting its message with ``field: ``.
+_FIELD_PREFIX = re.compile(r"^(\w+): (.*)$", re.DOTALL)
 
 
 def _problems(exc: ValidationError, source: Source) -> list[SpecProblem]:
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[Path_, list[dict]] = {}
     for err in exc.errors(include_url=False):
-        real = _real_path(err["loc"], source.data)
+        real, err = _locate_error(err, source.data)
         groups.setdefault(real, []).append(err)
     problems = []
     for real, errs in groups.items():
@@ -148,6 +186,26 @@ def _problems(exc: ValidationError, source: Source) -> list[SpecProblem]:
         problems.append(SpecProblem(file, line, dotted(real), message, expected, fix))
     problems.sort(key=lambda p: (p.file, p.line or 0, p.field))
     return problems
+
+
+def _locate_error(err: dict, data: Any) -> tuple[Path_, dict]:
+    """The path in the data that ``err`` is about, and ``err`` with a field prefix consumed."""
+    real = _real_path(err["loc"], data)
+    match = _FIELD_PREFIX.match(err["msg"].removeprefix("Value error, "))
+    if err["type"] == "value_error" and match:
+        node = _value_at(data, real)
+        if isinstance(node, dict) and match[1] in node:
+            return (*real, match[1]), {**err, "msg": match[2]}
+    return real, err
+
+
+def _value_at(data: Any, path: Path_) -> Any:
+    try:
+        for part in path:
+            data = data[part]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return data
 
 
 def _real_path(loc: tuple, data: Any) -> Path_:
@@ -176,43 +234,64 @@ def _is_union_tag(part: str) -> bool:
 
 
 def _describe(path: Path_, errs: list[dict]) -> tuple[str, str | None, str | None]:
+    """(message, expected, fix) for the errors pydantic reported about one field."""
     first = errs[0]
-    kind = first["type"]
-    given = _show(first.get("input"))
+    kind, ctx, value = first["type"], first.get("ctx") or {}, first.get("input")
+    got = f"got {_show(value)}"
     if kind == "missing":
-        desc = _field_description(path)
-        return "required field is missing", desc or None, f"add `{path[-1]}:`"
+        parent = f" under `{dotted(path[:-1])}`" if len(path) > 1 else ""
+        return "required field is missing", _field_description(path), f"add `{path[-1]}:`{parent}"
     if kind == "extra_forbidden":
-        key = str(path[-1])
-        known = _field_names(path[:-1])
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        fix = f"did you mean {close[0]!r}?" if close else None
-        return f"unknown key {key!r}", "one of: " + ", ".join(known) if known else None, fix
-    if len(errs) > 1 and all(e["type"] in _TYPE_WORDS for e in errs):
-        words = sorted({_TYPE_WORDS[e["type"]] for e in errs})
-        return f"got {given}", " or ".join(words), None
+        key, known = str(path[-1]), _field_names(path[:-1])
+        return (f"unknown key {key!r}", "one of: " + ", ".join(known) if known else None,
+                _did_you_mean(key, known))
+    if kind == "value_error":
+        return first["msg"].removeprefix("Value error, "), None, None
+    words = [_TYPE_WORDS.get(e["type"]) for e in errs]
+    if all(words):
+        quote = words == ["a string"] and not isinstance(value, (str, list, dict, type(None)))
+        return got, _join(words), "put it in quotes so that YAML reads it as a string" if quote else None
+    if kind in _BOUNDS:
+        key, sign = _BOUNDS[kind]
+        bound = f"{ctx[key]:g}" if isinstance(ctx[key], float) else ctx[key]
+        return got, f"a number {sign} {bound}", None
+    if kind == "too_short":
+        return got, f"at least {ctx['min_length']} item" + ("s" if ctx["min_length"] > 1 else ""), None
     if kind == "literal_error":
-        expected = first.get("ctx", {}).get("expected", "")
-        return f"got {given}", f"one of {expected}", None
+        options = typing.get_args(_model_at(path))
+        return got, ctx.get("expected"), _did_you_mean(value, [str(o) for o in options])
     if kind == "string_pattern_mismatch":
-        pattern = first.get("ctx", {}).get("pattern", "")
+        pattern = ctx.get("pattern", "")
         word = next((w for k, w in _PATTERN_WORDS.items() if pattern.startswith(k)), pattern)
         if first["loc"] and first["loc"][-1] == "[key]":
-            return f"invalid name {given}", word, None
-        return f"got {given}", word, None
-    if kind == "value_error":
-        msg = first["msg"].removeprefix("Value error, ")
-        return msg, None, None
-    if kind in _TYPE_WORDS:
-        return f"got {given}", _TYPE_WORDS[kind], None
-    return f"{first['msg']} (got {given})", None, None
+            return f"invalid name {_show(value)}", word, None
+        return got, word, None
+    return f"{first['msg']} ({got})", None, None
+
+
+def _join(words: list[str]) -> str:
+    """``['a string', 'true/false', 'a number']`` -> ``true/false, a number or a string``."""
+    chosen = set(words)
+    if "a number" in chosen:
+        chosen.discard("a whole number")
+    ordered = [w for w in _WORD_ORDER if w in chosen]
+    return ordered[0] if len(ordered) == 1 else ", ".join(ordered[:-1]) + " or " + ordered[-1]
+
+
+def _did_you_mean(word: Any, options: list[str]) -> str | None:
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6) if isinstance(word, str) else []
+    return f"did you mean {close[0]!r}?" if close else None
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
+    """A value as the YAML author would recognise it."""
+    if isinstance(value, (dict, list)):
+        kind = "mapping" if isinstance(value, dict) else "list"
+        return f"a {kind}" if value else f"an empty {kind}"
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return f"the date {value.isoformat()}"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -259,10 +338,12 @@ def _field_names(path: Path_) -> list[str]:
     return []
 
 
-def _field_description(path: Path_) -> str:
+def _field_description(path: Path_) -> str | None:
+    """The field's description, phrased to follow "expected" ("Short name" -> "short name")."""
     parent = _model_at(path[:-1])
     if isinstance(parent, type) and issubclass(parent, BaseModel):
         field = parent.model_fields.get(str(path[-1]))
-        if field is not None and field.description:
-            return field.description
-    return ""
+        text = field.description if field is not None else None
+        if text:
+            return text[0].lower() + text[1:] if text[1:2].islower() else text
+    return None

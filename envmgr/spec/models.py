@@ -68,12 +68,12 @@ class Metadata(Model):
 
 class Gpu(Model):
     arch: Arch = Field(description="Target compute arch, e.g. sm_120 (12.0); a/f suffixes allowed")
-    count: int = Field(1, ge=1, le=1024, description="GPUs per host")
+    count: int = Field(1, ge=1, le=1024, strict=True, description="GPUs per host")
     model: str = Field("", description="Marketing name, e.g. 'RTX PRO 6000 Blackwell'")
     segment: Literal["datacenter", "workstation", "geforce", "embedded"] = Field(
         "datacenter", description="Product segment; forward compatibility depends on it"
     )
-    memory_gb: float | None = Field(None, gt=0, description="Memory per GPU, GB")
+    memory_gb: float | None = Field(None, gt=0, strict=True, description="Memory per GPU, GB")
 
 
 class Hardware(Model):
@@ -106,7 +106,7 @@ class Cuda(Model):
     def _select_is_listed(self) -> "Cuda":
         versions = [t.version for t in self.toolkits]
         if len(set(versions)) != len(versions):
-            raise ValueError(f"toolkit versions repeat: {versions}")
+            raise ValueError(f"toolkits: toolkit versions repeat: {versions}")
         if self.select is not None and self.select not in versions:
             raise ValueError(f"select: {self.select!r} is not one of the toolkits {versions}")
         return self
@@ -151,8 +151,9 @@ class DockerOptions(Model):
 class AnsibleOptions(Model):
     inventory: str = Field("", description="Inventory file")
     group: str = Field("all", description="Host group to provision")
-    serial: int | str = Field(1, description="Hosts per batch (number or percentage like '25%')")
-    max_fail_percentage: int = Field(0, ge=0, le=100, description="Stop the rollout above this")
+    serial: Annotated[int, Field(strict=True, ge=1)] | Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}%$")] = Field(
+        1, description="Hosts per batch (number or percentage like '25%')")
+    max_fail_percentage: int = Field(0, ge=0, le=100, strict=True, description="Stop the rollout above this")
 
 
 class Realize(Model):
@@ -170,7 +171,7 @@ class Probes(Model):
     def _disjoint(self) -> "Probes":
         both = sorted(set(self.required) & set(self.expected_fail))
         if both:
-            raise ValueError(f"probes both required and expected to fail: {both}")
+            raise ValueError(f"expected_fail: probes both required and expected to fail: {both}")
         return self
 
 
@@ -185,10 +186,10 @@ class BenchConfig(Model):
 class Load(Model):
     dataset: Literal["random-ids", "random", "sharegpt"] = "random-ids"
     dataset_path: str = ""
-    input_len: int = Field(1024, ge=1)
-    output_len: int = Field(512, ge=1)
-    num_prompts: int = Field(64, ge=1)
-    max_concurrency: int = Field(8, ge=1)
+    input_len: int = Field(1024, ge=1, strict=True)
+    output_len: int = Field(512, ge=1, strict=True)
+    num_prompts: int = Field(64, ge=1, strict=True)
+    max_concurrency: int = Field(8, ge=1, strict=True)
 
 
 class Benchmarks(Model):

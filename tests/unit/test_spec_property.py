@@ -1,0 +1,208 @@
+"""Property tests: whatever the text, loading a spec ends in a spec or a located ``SpecError``.
+
+(a) random text, random bytes, YAML-looking noise and damaged copies of a real spec go
+    through ``parse_source`` + ``validate`` and raise nothing but ``EnvmgrError``s;
+(b) the data of specs/cuda128.yaml, randomly mutated (keys deleted, renamed, inserted,
+    values replaced by random JSON-like data), dumped to YAML and loaded from a file,
+    either loads or raises a ``SpecError`` whose problems all carry a message and the
+    line where the offending key is written.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from envmgr.errors import EnvmgrError, SpecError
+from envmgr.spec import load_spec
+from envmgr.spec.load import validate
+from envmgr.spec.models import Spec
+from envmgr.spec.source import dotted, parse_source
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+SPEC_TEXT = (SPECS / "cuda128.yaml").read_text()
+SPEC_DATA = yaml.safe_load(SPEC_TEXT)
+
+YAML_LINE_BREAK = re.compile(r"\r\n|[\r\n\x85\u2028\u2029]")
+FAST = settings(max_examples=250, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+def parse_and_validate(text: str) -> None:
+    """The property of (a): a spec, or an ``EnvmgrError`` that says something."""
+    try:
+        validate(parse_source(text, "t.yaml"))
+    except SpecError as exc:
+        assert exc.problems
+        for problem in exc.problems:
+            assert problem.file == "t.yaml" and problem.message
+            assert problem.line is None or 1 <= problem.line <= len(YAML_LINE_BREAK.split(text)) + 1
+    except EnvmgrError as exc:
+        assert str(exc)
+
+
+# --- (a) text ----------------------------------------------------------------------------------
+
+YAML_TOKENS = st.sampled_from([
+    ":", ": ", "-", "- ", "?", "[", "]", "{", "}", ",", "&a", "*a", "&b", "*b", "!", "!!",
+    "!!str", "!!int", "!!bool", "!!map", "!!python/name:os.system", "|", ">", "'", '"', "%YAML",
+    "#", "\n", "\n  ", "\n    ", "\t", " ", "<<", "<< : *a", "---", "...", "~", "null", "true",
+    "1e3", "0x1f", "12.8", "2024-01-01", "apiVersion", "envmgr/v1", "metadata", "name", "x",
+    "hardware", "gpu", "arch", "sm_90", "cuda", "toolkits", "\\", "\x00", "\x85", "\ufeff",
+])
+yamlish = st.lists(YAML_TOKENS | st.text(max_size=3), max_size=40).map("".join)
+
+
+@FAST
+@given(st.text())
+def test_random_text(text: str) -> None:
+    parse_and_validate(text)
+
+
+@FAST
+@given(st.binary())
+def test_random_bytes(data: bytes) -> None:
+    parse_and_validate(data.decode("utf-8", errors="replace"))
+
+
+@FAST
+@given(yamlish)
+def test_yaml_looking_noise(text: str) -> None:
+    parse_and_validate(text)
+
+
+@FAST
+@given(st.data())
+def test_damaged_real_spec(data: st.DataObject) -> None:
+    text = SPEC_TEXT
+    for _ in range(data.draw(st.integers(1, 3))):
+        start = data.draw(st.integers(0, len(text)))
+        end = data.draw(st.integers(start, min(len(text), start + 20)))
+        text = text[:start] + data.draw(yamlish) + text[end:]
+    parse_and_validate(text)
+
+
+def test_invalid_utf8_file(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_bytes(b"apiVersion: envmgr/v1\nmetadata: {name: \xff\xfe}\n")
+    with pytest.raises(SpecError, match="cannot read the file"):
+        load_spec(tmp_path / "s.yaml")
+
+
+# --- (b) mutated valid specs ------------------------------------------------------------------
+
+def _field_names(model: type = Spec) -> set[str]:
+    """Every field name of the spec models, to insert keys that are sometimes right."""
+    names = set(model.model_fields)
+    for info in model.model_fields.values():
+        for inner in _model_types(info.annotation):
+            names |= _field_names(inner)
+    return names
+
+
+def _model_types(annotation: Any) -> list[type]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in getattr(annotation, "__args__", ()) for m in _model_types(arg)]
+
+
+KNOWN_KEYS = sorted(_field_names())
+awkward = st.sampled_from(["sm_90", "12.8", "cu128", "--tp-size", "3.12", ".", "x\x00", "a" * 300])
+scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12) | awkward
+json_like = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+new_keys = st.sampled_from(KNOWN_KEYS) | st.text(max_size=12)
+
+
+def paths(value: Any, path: tuple = ()) -> list[tuple]:
+    """Every path below the root of plain data."""
+    if not isinstance(value, (dict, list)):
+        return []
+    out = []
+    for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+        out.append((*path, key))
+        out += paths(item, (*path, key))
+    return out
+
+
+def parent_of(data: Any, path: tuple) -> Any:
+    for part in path[:-1]:
+        data = data[part]
+    return data
+
+
+def typo(key: str) -> st.SearchStrategy[str]:
+    """A near miss of ``key``: one character dropped, doubled or swapped."""
+    if len(key) < 2:
+        return st.just(key + "x")
+    return st.integers(0, len(key) - 2).flatmap(lambda i: st.sampled_from([
+        key[:i] + key[i + 1:], key[:i] + key[i] + key[i:], key[:i] + key[i + 1] + key[i] + key[i + 2:],
+    ]))
+
+
+def mutate(data: st.DataObject, spec: dict) -> None:
+    """One random change, in place."""
+    path = data.draw(st.sampled_from(paths(spec)))
+    parent, last = parent_of(spec, path), path[-1]
+    action = data.draw(st.sampled_from(["delete", "replace", "rename", "insert"]))
+    if action == "delete":
+        del parent[last]
+    elif action == "replace":
+        parent[last] = data.draw(json_like)
+    elif action == "rename" and isinstance(parent, dict):
+        name = data.draw(typo(last) | new_keys)
+        parent[name] = parent.pop(last)
+    elif action == "insert":
+        target = parent if isinstance(parent, dict) else spec
+        target[data.draw(new_keys)] = data.draw(json_like)
+
+
+SIMPLE_KEY = re.compile(r"^[A-Za-z_-][\w.-]*$", re.ASCII)
+
+
+@FAST
+@given(st.data())
+def test_mutated_spec_loads_or_explains(tmp_path_factory: pytest.TempPathFactory,
+                                        data: st.DataObject) -> None:
+    spec = copy.deepcopy(SPEC_DATA)
+    for _ in range(data.draw(st.integers(1, 3))):
+        mutate(data, spec)
+    text = yaml.safe_dump(spec, sort_keys=False, allow_unicode=data.draw(st.booleans()))
+    file = tmp_path_factory.mktemp("mutated") / "spec.yaml"
+    file.write_text(text, encoding="utf-8")
+    try:
+        loaded = load_spec(file)
+    except SpecError as exc:
+        event(f"SpecError, {len(exc.problems)} problem(s)" if len(exc.problems) < 3 else "SpecError, 3+")
+        check_problems(exc, file, spec, text)
+    else:
+        event("loads")
+        assert len(loaded.digest) == 64
+
+
+def check_problems(exc: SpecError, file: Path, spec: dict, text: str) -> None:
+    lines = text.splitlines()
+    by_field: dict[str, list[tuple]] = {}
+    for path in paths(spec):
+        by_field.setdefault(dotted(path), []).append(path)
+    for problem in exc.problems:
+        assert problem.message.strip(), exc
+        if problem.file != str(file):  # an `extends:` the mutation wrote, naming another file
+            assert Path(problem.file).exists(), exc
+            continue
+        assert problem.line is not None and 1 <= problem.line <= len(lines), exc
+        written = by_field.get(problem.field, [])
+        if len(written) == 1 and isinstance(written[0][-1], str) and SIMPLE_KEY.match(written[0][-1]):
+            # the field is in the file: the problem must point at the line where its key is
+            event("line of a written key checked")
+            assert written[0][-1] in lines[problem.line - 1], (problem, lines[problem.line - 1])
