@@ -147,6 +147,134 @@ def facts(
         render_facts(observed)
 
 
+HomeOpt = Annotated[Optional[Path], typer.Option(
+    "--home", envvar="ENVMGR_HOME", help="State directory (default: ~/.local/state/envmgr)")]
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _confirm(yes: bool, show: bool):
+    """Show the plan (on stderr, so --json stays clean), then ask unless --yes."""
+    def ask(actions) -> bool:
+        if show:
+            from envmgr.report.console import render_actions, stderr_console
+
+            render_actions(list(actions), stderr_console())
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise UsageError("apply needs a confirmation and stdin is not a terminal",
+                             hint="review with `envmgr plan`, then pass --yes")
+        return typer.confirm(f"apply these {len(actions)} change(s)?", default=False)
+    return ask
+
+
+@app.command()
+def apply(
+    spec: SpecArg,
+    backend: Annotated[Optional[str], typer.Option(
+        "--backend", help="venv://[PATH], docker://REPOSITORY[?base=IMAGE&wheelhouse=1] (default: the spec's)")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before applying")] = False,
+    home: HomeOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Build SPEC as a new generation beside the current one, then switch to it."""
+    from envmgr.apply import apply as run_apply
+    from envmgr.backends import default_url, open_backend
+    from envmgr.spec import load_spec
+    from envmgr.state import Store
+
+    loaded = load_spec(spec)
+    store = Store(home)
+    target = open_backend(backend or default_url(loaded.spec))
+    try:
+        result = run_apply(loaded, target, store, _progress, _confirm(yes, show=not json_),
+                           open_backend=open_backend)
+    finally:
+        target.close()
+    if json_:
+        _emit(result.to_dict())
+    elif result.status == "unchanged":
+        print(f"unchanged: generation {result.generation.number} already is {loaded.spec.metadata.name} "
+              f"({loaded.digest[:12]})")
+    elif result.status == "declined":
+        print("nothing applied")
+    else:
+        print(f"{result.status}: generation {result.generation.number}"
+              + (f" (previous: {result.previous.number})" if result.previous else ""))
+    raise typer.Exit(1 if result.status == "probes-failed" else 0)
+
+
+@app.command()
+def generations(home: HomeOpt = None, json_: JsonOpt = False) -> None:
+    """List the generations; the current one is marked."""
+    from envmgr.state import Store
+
+    store = Store(home)
+    current = store.current()
+    rows = [{"number": g.number, "current": current is not None and g.number == current.number,
+             "spec": g.meta.get("spec_name"), "digest": g.meta.get("spec_digest", "")[:12],
+             "backend": g.meta.get("backend"), "completed": g.meta.get("completed")}
+            for g in store.generations()]
+    if json_:
+        _emit(rows)
+        return
+    if not rows:
+        print(f"no generations in {store.home}")
+    for r in rows:
+        print(f"{'*' if r['current'] else ' '} {r['number']:3}  {r['spec']:20} {r['digest']}  {r['backend']}")
+
+
+@app.command()
+def rollback(
+    to: Annotated[Optional[int], typer.Option("--to", help="Generation number (default: the one before)")] = None,
+    home: HomeOpt = None,
+) -> None:
+    """Make an earlier generation current again (nothing is rebuilt or deleted)."""
+    from envmgr.state import Store
+
+    store = Store(home)
+    with store.locked():
+        current = store.current()
+        if to is None:
+            older = [g for g in store.generations() if current is None or g.number < current.number]
+            if not older:
+                raise UsageError("no earlier generation to roll back to",
+                                 hint="`envmgr generations` lists them")
+            to = older[-1].number
+        target = store.get(to)
+        store.switch(target.number)
+    print(f"current -> generation {target.number} ({target.meta.get('spec_name')})"
+          + (f", was {current.number}" if current else ""))
+
+
+@app.command()
+def status(home: HomeOpt = None, json_: JsonOpt = False) -> None:
+    """Compare what the current generation has installed with its lock: exit 2 on drift."""
+    from envmgr.apply import generation_drift
+    from envmgr.backends import open_backend
+    from envmgr.state import Store
+
+    store = Store(home)
+    current = store.current()
+    if current is None:
+        raise UsageError(f"no current generation in {store.home}", hint="run `envmgr apply SPEC` first")
+    built = open_backend(current.meta["backend"])
+    try:
+        drift = generation_drift(current, built)
+    finally:
+        built.close()
+    if json_:
+        _emit({"generation": current.number, "spec": current.meta.get("spec_name"),
+               "backend": current.meta.get("backend"), "drift": drift.to_dict(), "drifted": bool(drift)})
+    else:
+        print(f"generation {current.number}: {current.meta.get('spec_name')} via {current.meta.get('backend')}")
+        print("drift:\n  " + "\n  ".join(drift.lines()) if drift else "no drift: installed = lock")
+    raise typer.Exit(2 if drift else 0)
+
+
 @app.command()
 def schema() -> None:
     """Print the spec's JSON Schema (for editor completion and validation)."""

@@ -1,1 +1,60 @@
-"""Backends: where an environment lives (local host, venv, container, fleet)."""
+"""Backends: where an environment lives, chosen by a URL.
+
+    local://                     this host, as it is (facts and run; nothing to realize)
+    venv://[PATH][?installer=pip]  a venv; without PATH one is made per generation
+    docker://REPOSITORY[?base=IMAGE&wheelhouse=1]   an image built from the spec
+    ansible://GROUP?inventory=FILE  hosts provisioned by Ansible (arrives with issue 4)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
+
+from envmgr.errors import UsageError
+
+if TYPE_CHECKING:
+    from envmgr.backends.base import Backend
+    from envmgr.spec.models import Spec
+
+SCHEMES = ("local", "venv", "docker", "ansible")
+
+
+def default_url(spec: Spec) -> str:
+    """The backend a spec asks for in ``realize:``."""
+    realize = spec.realize
+    if realize.backend == "docker":
+        return f"docker://{realize.docker.tag or 'envmgr/' + spec.metadata.name}"
+    if realize.backend == "venv":
+        return f"venv://{realize.venv.path}" if realize.venv.path else "venv://"
+    if realize.backend == "ansible":
+        return f"ansible://{realize.ansible.group}?inventory={realize.ansible.inventory}"
+    return "local://"
+
+
+def split_url(url: str) -> tuple[str, str, dict[str, str]]:
+    """``venv:///x?installer=pip`` -> ``("venv", "/x", {"installer": "pip"})``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in SCHEMES:
+        raise UsageError(f"not a backend URL: {url!r}",
+                         hint="use local://, venv://[PATH], docker://REPOSITORY or ansible://GROUP?inventory=FILE")
+    path, _, query = rest.partition("?")
+    params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+    return scheme, path, params
+
+
+def open_backend(url: str) -> Backend:
+    scheme, path, params = split_url(url)
+    if scheme == "local":
+        from envmgr.backends.local import LocalBackend
+
+        return LocalBackend()
+    if scheme == "venv":
+        from envmgr.backends.venv import VenvBackend
+
+        return VenvBackend(path, installer=params.get("installer", "uv"))
+    if scheme == "docker":
+        from envmgr.backends.docker import DockerBackend
+
+        return DockerBackend(url)
+    raise UsageError(f"{scheme}:// cannot be used yet", hint="host provisioning with Ansible is issue 4")

@@ -7,8 +7,14 @@ are in a venv, a container or on a remote host.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from envmgr.facts.model import Facts
+    from envmgr.plan import Action
+    from envmgr.spec.load import LoadedSpec
 
 
 @dataclass(frozen=True)
@@ -35,3 +41,42 @@ class Runner(Protocol):
         timeout: float = 60.0,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult: ...
+
+
+class Progress(Protocol):
+    """Receives one line of human-readable progress at a time (build output, steps)."""
+
+    def __call__(self, line: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Realized:
+    """What ``realize`` built: where it lives and its lock (exact versions and hashes)."""
+
+    backend: str  # the backend URL, e.g. venv:///…/generations/3/venv or docker://envmgr/cuda13
+    location: str  # venv path, image id, ...
+    lock: str  # requirements-format lock: name==version --hash=sha256:...
+    details: dict = field(default_factory=dict)  # backend-specific (image tag, python, ...)
+
+
+class Backend(Runner, Protocol):
+    """Where an environment lives. Chosen by URL (see ``envmgr.backends.open_backend``).
+
+    ``realize`` builds inside ``workdir`` (the new generation's directory) and never
+    touches what the current generation uses; library errors leave it as
+    ``BackendError`` subclasses.
+    """
+
+    url: str
+
+    def facts(self) -> Facts: ...
+
+    def realize(
+        self,
+        loaded: LoadedSpec,
+        actions: Sequence[Action],
+        progress: Progress,
+        workdir: Path,
+    ) -> Realized: ...
+
+    def close(self) -> None: ...

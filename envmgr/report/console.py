@@ -18,9 +18,14 @@ if TYPE_CHECKING:
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _console() -> Console:
+def _console(stderr: bool = False) -> Console:
     # Piped output (CI logs, files) is not wrapped at 80 columns.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(highlight=False, stderr=stderr, width=None if stream.isatty() else 160)
+
+
+def stderr_console() -> Console:
+    return _console(stderr=True)
 
 
 def render_findings(loaded: LoadedSpec, findings: list[Finding], console: Console | None = None) -> None:
@@ -74,6 +79,19 @@ def render_plan(loaded: LoadedSpec, label: str, actions: list[Action],
                 findings: list[Finding], console: Console | None = None) -> None:
     console = console or _console()
     console.print(f"[bold]plan[/]: {label} -> {loaded.spec.metadata.name} ({loaded.path})")
+    render_actions(actions, console)
+    blocking = [f for f in findings if f.severity != "info"]
+    if blocking:
+        console.print()
+        console.print("[bold]compatibility[/] (`envmgr validate` for details):")
+        for f in blocking:
+            configs = f" [config {', '.join(f.configs)}]" if f.configs else ""
+            console.print(Padding(Text(f"{f.severity.upper():7} {f.rule}{configs}: {f.message}",
+                                       style=STYLE[f.severity]), (0, 0, 0, 2), expand=False))
+
+
+def render_actions(actions: list[Action], console: Console | None = None) -> None:
+    console = console or _console()
     if not actions:
         console.print("[green]no changes[/]")
     for i, a in enumerate(actions, 1):
@@ -88,14 +106,6 @@ def render_plan(loaded: LoadedSpec, label: str, actions: list[Action],
     if actions:
         reboots = sum(a.reboot for a in actions)
         console.print(f"{len(actions)} change(s)" + (f", {reboots} needing a reboot" if reboots else ""))
-    blocking = [f for f in findings if f.severity != "info"]
-    if blocking:
-        console.print()
-        console.print("[bold]compatibility[/] (`envmgr validate` for details):")
-        for f in blocking:
-            configs = f" [config {', '.join(f.configs)}]" if f.configs else ""
-            console.print(Padding(Text(f"{f.severity.upper():7} {f.rule}{configs}: {f.message}",
-                                       style=STYLE[f.severity]), (0, 0, 0, 2), expand=False))
 
 
 def render_facts(facts: Facts, console: Console | None = None) -> None:

@@ -155,6 +155,8 @@ _PATTERN_WORDS = {
     "^[a-z0-9]([a-z0-9._-]{0,62}": "a lower-case name (letters, digits, . _ -)",
     "^[A-Za-z0-9]([A-Za-z0-9._-]*": "a Python package name (PEP 508), optionally with [extras]",
     "^[A-Za-z_][A-Za-z0-9_]*$": "an environment variable name (letters, digits, _)",
+    "^https?://": "an http(s) URL without spaces",
+    "^[0-9]{1,3}%$": "a percentage like '25%'",
 }
 
 # What each pydantic type error expects, in the order a list of them is written.

@@ -124,7 +124,7 @@ class Python(Model):
     torch_cuda: Annotated[str, StringConstraints(pattern=CUDA_TAG_RE)] | None = Field(
         None, description="The torch CUDA tag, e.g. cu128 or cu130"
     )
-    index_url: str | None = Field(
+    index_url: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")] | None = Field(
         None, description="Extra index for torch wheels (default: the PyTorch index of torch_cuda)"
     )
     packages: dict[PackageName, Specifier] = Field(

@@ -1,0 +1,126 @@
+"""Apply a spec: plan against the current generation, build a new one beside it, switch.
+
+The current generation is never modified: the backend builds inside the new
+generation's directory, and ``current`` moves only after the new one is complete
+(see ``envmgr.state`` for why a crash anywhere leaves the previous one current).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from envmgr import __version__, failpoints
+from envmgr.backends import split_url
+from envmgr.drift import Drift, compare
+from envmgr.plan import Action, State, plan, state_from_spec
+from envmgr.spec.load import LoadedSpec, load_spec
+from envmgr.state import Generation, Store
+
+if TYPE_CHECKING:
+    from envmgr.backends.base import Backend, Progress
+
+# Given the generation and its backend, the names of required probes that failed.
+ProbeGate = Callable[[Generation, "Backend"], list[str]]
+
+
+@dataclass
+class ApplyResult:
+    status: str  # "unchanged" | "declined" | "applied"
+    actions: list[Action] = field(default_factory=list)
+    generation: Generation | None = None
+    previous: Generation | None = None
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "actions": [a.to_dict() for a in self.actions],
+                "generation": self.generation.number if self.generation else None,
+                "previous": self.previous.number if self.previous else None}
+
+
+def current_spec(gen: Generation) -> LoadedSpec:
+    return load_spec(gen.path / "spec.yaml")
+
+
+def generation_drift(gen: Generation, backend: Backend) -> Drift:
+    facts = backend.facts()
+    installed = facts.python.packages if facts.python else {}
+    return compare(gen.lock, installed)
+
+
+def apply(
+    loaded: LoadedSpec,
+    backend: Backend,
+    store: Store,
+    progress: Progress,
+    confirm: Callable[[Sequence[Action]], bool],
+    gate: ProbeGate | None = None,
+    open_backend: Callable[[str], Backend] | None = None,
+) -> ApplyResult:
+    """Build ``loaded`` as a new generation unless the current one already is it."""
+    kind = split_url(backend.url)[0]
+    with store.locked():
+        failpoints.reach("locked")
+        previous = store.current()
+        if previous is not None and _is_unchanged(previous, loaded, kind, open_backend):
+            return ApplyResult("unchanged", previous=previous, generation=previous)
+        baseline = state_from_spec(current_spec(previous).spec, f"generation {previous.number}") \
+            if previous else State(label="nothing (first generation)")
+        actions = plan(baseline, loaded.spec)
+        if not confirm(actions):
+            return ApplyResult("declined", actions, previous=previous)
+        path = store.begin()
+        failpoints.reach("generation-created")
+        _record_inputs(path, loaded, actions)
+        failpoints.reach("spec-recorded")
+        with open(path / "logs" / "apply.log", "a", encoding="utf-8") as log:
+            def tee(line: str) -> None:
+                log.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+                log.flush()
+                progress(line)
+
+            tee(f"generation {path.name}: {loaded.spec.metadata.name} ({loaded.digest[:12]}) via {backend.url}")
+            realized = backend.realize(loaded, actions, tee, path)
+            (path / "lock.txt").write_text(realized.lock, encoding="utf-8")
+            failpoints.reach("lock-written")
+            generation = store.commit(path, {
+                "spec_name": loaded.spec.metadata.name, "spec_digest": loaded.digest,
+                "spec_file": str(loaded.path.resolve()), "backend": realized.backend,
+                "backend_kind": kind, "location": realized.location, "details": realized.details,
+                "envmgr_version": __version__, "actions": len(actions),
+            })
+            failpoints.reach("committed")
+            failed = gate(generation, backend) if gate else []
+            if failed:
+                tee(f"required probes failed: {', '.join(failed)}; generation {generation.number} "
+                    "kept, current not switched")
+                return ApplyResult("probes-failed", actions, generation, previous)
+            store.switch(generation.number)
+            failpoints.reach("switched")
+            tee(f"current -> generation {generation.number}")
+    return ApplyResult("applied", actions, generation, previous)
+
+
+def _is_unchanged(previous: Generation, loaded: LoadedSpec, kind: str,
+                  open_backend: Callable[[str], Backend] | None) -> bool:
+    """Same spec content, same kind of backend, and nothing drifted inside."""
+    meta = previous.meta
+    if meta.get("spec_digest") != loaded.digest or meta.get("backend_kind") != kind:
+        return False
+    if open_backend is None:
+        return True
+    with open_backend(meta["backend"]) as built:
+        return not generation_drift(previous, built)
+
+
+def _record_inputs(path: Path, loaded: LoadedSpec, actions: Sequence[Action]) -> None:
+    merged = loaded.spec.model_dump(mode="json", exclude={"extends"}, exclude_none=True)
+    (path / "spec.yaml").write_text(
+        f"# merged from {', '.join(str(p) for p in loaded.chain)}\n"
+        + yaml.safe_dump(merged, sort_keys=False), encoding="utf-8")
+    (path / "plan.json").write_text(json.dumps([a.to_dict() for a in actions], indent=2), encoding="utf-8")

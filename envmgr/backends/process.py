@@ -1,0 +1,67 @@
+"""Run a long command with its output streamed line by line (builds, installs).
+
+Like ``LocalBackend.run`` it gives the command its own process group and kills the
+whole group on timeout or interrupt; unlike it, each output line reaches ``on_line``
+as it is printed (for progress) and the combined output is kept for the result.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from envmgr.backends.base import CommandResult
+from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
+
+
+def stream(
+    argv: Sequence[str],
+    on_line: Callable[[str], None],
+    *,
+    timeout: float = 3600.0,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> CommandResult:
+    args = [str(a) for a in argv]
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, encoding="utf-8", errors="replace", cwd=cwd,
+            env={**os.environ, **env} if env is not None else None, start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise CommandNotFound(f"{args[0]}: command not found") from exc
+    except OSError as exc:
+        raise BackendError(f"cannot run {args[0]}: {exc.strerror or exc}") from exc
+    lines: list[str] = []
+    timer = threading.Timer(timeout, _kill_group, (proc,))
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            lines.append(line)
+            on_line(line)
+        proc.wait()
+    except BaseException:  # interrupted: leave nothing running behind us
+        _kill_group(proc)
+        raise
+    finally:
+        timer.cancel()
+    elapsed = time.monotonic() - started
+    if elapsed >= timeout and proc.returncode < 0:
+        raise CommandTimeout(f"{' '.join(args)} ran past {timeout:g}s; its process group was killed")
+    return CommandResult(tuple(args), proc.returncode, "\n".join(lines), "", elapsed)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,22 @@
+"""Named points where envmgr can be made to kill itself, to prove crash safety.
+
+``ENVMGR_FAILPOINT=installing envmgr apply ...`` sends SIGKILL to the process when
+the apply reaches ``installing``: nothing runs after it (no finally, no atexit), as
+with an operator's ``kill -9`` or a power cut. Unset, ``reach`` costs one lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+# Every point, in the order an apply reaches them (the crash tests walk this list).
+POINTS = (
+    "locked", "generation-created", "spec-recorded", "resolve", "resolved", "venv-created",
+    "installing", "installed", "lock-written", "committed", "switched",
+)
+
+
+def reach(name: str) -> None:
+    if os.environ.get("ENVMGR_FAILPOINT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)

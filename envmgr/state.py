@@ -1,0 +1,183 @@
+"""Generations: every apply builds a new one beside the current one (Nix-like).
+
+Layout under ``$ENVMGR_HOME`` (default ``$XDG_STATE_HOME/envmgr`` or ``~/.local/state/envmgr``)::
+
+    lock                      flock: one apply (or rollback) at a time
+    generations/N/            spec.yaml, plan.json, lock.txt, logs/, what the backend built
+    generations/N/meta.json   written last, atomically: a generation without it is incomplete
+    current -> generations/N  switched with an atomic rename of a new symlink
+
+Why this survives ``kill -9`` anywhere: the current generation is only ever replaced by
+``os.replace`` of the ``current`` link, after the new generation's ``meta.json`` exists;
+incomplete generations are ignored and swept by the next apply; the flock dies with
+the process that held it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envmgr.errors import EnvmgrError, UsageError
+
+
+class StateError(EnvmgrError):
+    """The state directory is busy or damaged."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    number: int
+    path: Path
+    meta: dict[str, Any]
+
+    @property
+    def lock(self) -> str:
+        lock = self.path / "lock.txt"
+        return lock.read_text(encoding="utf-8") if lock.is_file() else ""
+
+
+def default_home() -> Path:
+    if os.environ.get("ENVMGR_HOME"):
+        return Path(os.environ["ENVMGR_HOME"])
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "envmgr"
+
+
+class Store:
+    """The generations of one host profile."""
+
+    def __init__(self, home: Path | None = None) -> None:
+        self.home = Path(home) if home else default_home()
+        self.generations_dir = self.home / "generations"
+        self.current_link = self.home / "current"
+
+    # --- one writer at a time ---------------------------------------------------------
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the store's lock; a second apply fails at once instead of interleaving."""
+        self.generations_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.home / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+                raise StateError(f"another envmgr apply holds {self.home / 'lock'} (pid {holder})",
+                                 hint="wait for it to finish; the lock is released when it exits") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    # --- reading --------------------------------------------------------------------
+
+    def generations(self) -> list[Generation]:
+        """Complete generations, oldest first."""
+        out = []
+        for number, path in self._numbered():
+            meta = _read_meta(path)
+            if meta is not None:
+                out.append(Generation(number, path, meta))
+        return out
+
+    def current(self) -> Generation | None:
+        try:
+            target = os.readlink(self.current_link)
+        except (FileNotFoundError, OSError):
+            return None
+        path = (self.home / target) if not os.path.isabs(target) else Path(target)
+        meta = _read_meta(path)
+        return Generation(int(path.name), path, meta) if meta is not None else None
+
+    def get(self, number: int) -> Generation:
+        for gen in self.generations():
+            if gen.number == number:
+                return gen
+        raise UsageError(f"no complete generation {number} in {self.generations_dir}",
+                         hint="`envmgr generations` lists them")
+
+    # --- writing (call inside ``locked()``) ---------------------------------------------
+
+    def begin(self) -> Path:
+        """A fresh, empty generation directory numbered after every existing one."""
+        self.sweep_incomplete()
+        numbers = [n for n, _ in self._numbered()]
+        path = self.generations_dir / str(max(numbers, default=0) + 1)
+        path.mkdir()
+        (path / "logs").mkdir()
+        return path
+
+    def commit(self, path: Path, meta: dict[str, Any]) -> Generation:
+        """Mark a generation complete: its meta.json appears atomically."""
+        meta = {**meta, "number": int(path.name), "completed": time.time()}
+        _write_atomic(path / "meta.json", json.dumps(meta, indent=2, sort_keys=True))
+        return Generation(int(path.name), path, meta)
+
+    def switch(self, number: int) -> None:
+        """Point ``current`` at generation ``number`` with one atomic rename."""
+        target = Path("generations") / str(number)
+        if _read_meta(self.home / target) is None:
+            raise StateError(f"generation {number} is not complete; not switching to it")
+        tmp = self.home / f".current.{os.getpid()}"
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        os.symlink(target, tmp)
+        os.replace(tmp, self.current_link)
+        _fsync_dir(self.home)
+
+    def sweep_incomplete(self) -> list[int]:
+        """Remove generations that an interrupted apply left without meta.json."""
+        swept = []
+        current = self.current()
+        for number, path in self._numbered():
+            if _read_meta(path) is None and (current is None or current.number != number):
+                trash = self.generations_dir / f".trash-{number}-{os.getpid()}-{time.monotonic_ns()}"
+                os.rename(path, trash)  # out of the numbering at once, even if removal is slow
+                shutil.rmtree(trash, ignore_errors=True)
+                swept.append(number)
+        for stale in self.generations_dir.glob(".trash-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        return swept
+
+    def _numbered(self) -> list[tuple[int, Path]]:
+        if not self.generations_dir.is_dir():
+            return []
+        found = [(int(p.name), p) for p in self.generations_dir.iterdir() if p.name.isdigit()]
+        return sorted(found)
+
+
+def _read_meta(path: Path) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

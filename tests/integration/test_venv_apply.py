@@ -1,0 +1,166 @@
+"""apply / status / rollback with the venv backend, for real (uv, PyPI, subprocesses).
+
+Every apply runs the installed CLI in a subprocess, as an operator would; crash tests
+kill it with SIGKILL at each failpoint (envmgr.failpoints) and check that the previous
+generation is still current and usable, and that the next apply succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from envmgr.failpoints import POINTS
+from envmgr.state import Store
+
+pytestmark = pytest.mark.integration
+
+PAYLOAD = "hello $(touch {pwned}) `id`; rm -rf / && echo \"quoted\" 'single'"
+
+
+def write_spec(path: Path, six: str = "1.16.0", extra_env: str = "") -> Path:
+    pwned = path.parent / "pwned"
+    path.write_text(textwrap.dedent(f"""\
+        apiVersion: envmgr/v1
+        metadata: {{name: small}}
+        hardware: {{gpu: {{arch: sm_90}}}}
+        python:
+          version: "{sys.version_info.major}.{sys.version_info.minor}"
+          packages: {{packaging: "24.2", six: "{six}"}}
+        env:
+          GREETING: {json.dumps(PAYLOAD.format(pwned=pwned))}
+        {extra_env}"""))
+    return path
+
+
+def envmgr(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "envmgr", *args, "--home", str(home)],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False)
+
+
+def venv_python(gen_path: Path) -> str:
+    return str(gen_path / "venv" / "bin" / "python")
+
+
+def installed(gen_path: Path, name: str) -> str:
+    out = subprocess.run([venv_python(gen_path), "-c",
+                          f"import importlib.metadata as m; print(m.version({name!r}))"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+def test_apply_unchanged_change_drift_rollback(tmp_path: Path, home: Path):
+    spec = write_spec(tmp_path / "small.yaml")
+    first = envmgr(home, "apply", str(spec), "--yes")
+    assert first.returncode == 0, first.stderr
+    assert "applied: generation 1" in first.stdout
+    assert "package.install  six  1.16.0" in first.stderr  # the plan was shown
+    store = Store(home)
+    gen1 = store.current()
+    assert gen1 is not None and gen1.number == 1
+    assert installed(gen1.path, "six") == "1.16.0"
+    assert "six==1.16.0" in gen1.lock and "--hash=sha256:" in gen1.lock
+    assert {"spec.yaml", "plan.json", "lock.txt", "meta.json", "logs"} <= {p.name for p in gen1.path.iterdir()}
+
+    # the payload is a literal value in the environment, never run
+    from envmgr.backends.venv import VenvBackend
+
+    with VenvBackend(str(gen1.path / "venv")) as venv:
+        result = venv.run(["python", "-c", "import os; print(os.environ['GREETING'])"])
+    assert result.stdout.strip() == PAYLOAD.format(pwned=tmp_path / "pwned")
+    assert not (tmp_path / "pwned").exists()
+
+    again = envmgr(home, "apply", str(spec), "--yes")
+    assert again.returncode == 0 and "unchanged: generation 1" in again.stdout
+    assert [g.number for g in store.generations()] == [1]
+
+    write_spec(spec, six="1.17.0")
+    second = envmgr(home, "apply", str(spec), "--yes")
+    assert second.returncode == 0, second.stderr
+    assert "package.upgrade  six  1.16.0 -> 1.17.0" in second.stderr
+    gen2 = store.current()
+    assert gen2.number == 2 and installed(gen2.path, "six") == "1.17.0"
+    assert installed(gen1.path, "six") == "1.16.0"  # the previous generation is untouched
+
+    status = envmgr(home, "status")
+    assert status.returncode == 0 and "no drift" in status.stdout
+    subprocess.run([sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python",
+                    venv_python(gen2.path), "six==1.16.0"], check=True, capture_output=True)
+    drifted = envmgr(home, "status", "--json")
+    assert drifted.returncode == 2
+    assert json.loads(drifted.stdout)["drift"]["changed"] == {"six": {"locked": "1.17.0", "installed": "1.16.0"}}
+
+    repaired = envmgr(home, "apply", str(spec), "--yes")  # drift makes the same spec apply again
+    assert repaired.returncode == 0 and "applied: generation 3" in repaired.stdout
+    assert envmgr(home, "status").returncode == 0
+
+    back = envmgr(home, "rollback")
+    assert back.returncode == 0 and "current -> generation 2" in back.stdout
+    assert store.current().number == 2
+    assert envmgr(home, "rollback", "--to", "1").returncode == 0
+    assert installed(store.current().path, "six") == "1.16.0"
+    listing = json.loads(envmgr(home, "generations", "--json").stdout)
+    assert [(g["number"], g["current"]) for g in listing] == [(1, True), (2, False), (3, False)]
+
+
+def test_pip_installer_builds_the_same_lock(tmp_path: Path, home: Path):
+    spec = write_spec(tmp_path / "small.yaml")
+    done = envmgr(home, "apply", str(spec), "--yes", "--backend", "venv://?installer=pip")
+    assert done.returncode == 0, done.stderr
+    gen = Store(home).current()
+    assert installed(gen.path, "packaging") == "24.2"
+    assert "[pip]" in (gen.path / "logs" / "apply.log").read_text()
+
+
+def test_second_apply_waits_for_none(tmp_path: Path, home: Path):
+    spec = write_spec(tmp_path / "small.yaml")
+    with Store(home).locked():
+        busy = envmgr(home, "apply", str(spec), "--yes")
+    assert busy.returncode == 1
+    assert "another envmgr apply holds" in busy.stderr and "Traceback" not in busy.stderr
+
+
+def test_apply_without_yes_and_without_terminal_refuses(tmp_path: Path, home: Path):
+    spec = write_spec(tmp_path / "small.yaml")
+    refused = envmgr(home, "apply", str(spec))
+    assert refused.returncode == 1 and "pass --yes" in refused.stderr
+    assert Store(home).generations() == []
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_9_at_every_point_keeps_current_usable(tmp_path: Path, home: Path, point: str):
+    spec = write_spec(tmp_path / "small.yaml")
+    assert envmgr(home, "apply", str(spec), "--yes").returncode == 0
+    store = Store(home)
+    before = store.current()
+
+    write_spec(spec, six="1.17.0")
+    killed = envmgr(home, "apply", str(spec), "--yes", env={"ENVMGR_FAILPOINT": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+    now = store.current()
+    if point == "switched":  # killed after the switch: the new generation is complete and current
+        assert now.number == 2 and installed(now.path, "six") == "1.17.0"
+    else:
+        assert now.number == before.number
+        assert installed(now.path, "six") == "1.16.0"  # the previous generation still works
+    status = envmgr(home, "status")
+    assert status.returncode == 0, status.stdout
+
+    after = envmgr(home, "apply", str(spec), "--yes")
+    assert after.returncode == 0, after.stderr
+    assert installed(store.current().path, "six") == "1.17.0"
+    leftovers = [p.name for p in store.generations_dir.iterdir() if not (p / "meta.json").exists()]
+    assert leftovers == []  # the interrupted generation was swept
