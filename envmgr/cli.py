@@ -276,6 +276,24 @@ def status(home: HomeOpt = None, json_: JsonOpt = False) -> None:
 
 
 @app.command()
+def verify(
+    spec: SpecArg,
+    hosts: Annotated[list[str], typer.Option(
+        "--hosts", help="testinfra host URLs (local://, docker://CONTAINER, ssh://user@host, "
+                        "ansible://GROUP?ansible_inventory=FILE); repeat or comma-separate")],
+    lock: Annotated[Optional[Path], typer.Option(
+        "--lock", help="Lock file: packages must equal their locked versions")] = None,
+    python: Annotated[str, typer.Option(
+        help="Interpreter of the environment, e.g. /opt/envmgr/venv/bin/python")] = "python3",
+    json_: JsonOpt = False,
+) -> None:
+    """Check hosts against SPEC with testinfra: exit 0 all pass, 1 a check failed or an error."""
+    from envmgr.verify.run import verify_command
+
+    raise typer.Exit(verify_command(spec, hosts, lock, python, json_))
+
+
+@app.command()
 def schema() -> None:
     """Print the spec's JSON Schema (for editor completion and validation)."""
     from envmgr.spec.schema import json_schema

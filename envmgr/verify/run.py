@@ -1,0 +1,149 @@
+"""``envmgr verify``: connect to hosts by testinfra URL and evaluate a spec's checks on each.
+
+Host URLs are testinfra's own (``local://``, ``docker://NAME``, ``ssh://user@host``,
+``ansible://GROUP?ansible_inventory=FILE``, ...) and go to ``testinfra.get_hosts``
+unchanged, so a group expands to its hosts exactly as ``pytest --hosts`` does.
+testinfra is imported here only when connecting: the CLI stays fast to start.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envmgr.errors import BackendError, UsageError
+from envmgr.spec.models import Spec
+from envmgr.verify.checks import Check, CheckResult, checks_for, evaluate, host_label
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from testinfra.host import Host
+
+REACHABLE_SENTINEL = "envmgr-verify-reachable"
+MAX_PARALLEL_HOSTS = 8
+
+
+def verify(spec: Spec, hosts: list[str], *, lock: str | None = None,
+           python: str = "python3") -> list[CheckResult]:
+    """Every check of ``spec`` on every host, hosts in the given order, checks in spec order.
+    Raises ``BackendError`` naming the host when one cannot be reached at all."""
+    checks = checks_for(spec, lock, python=python)
+    connected = connect(hosts)
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_HOSTS, len(connected)) or 1) as pool:
+        per_host = list(pool.map(lambda labelled: evaluate_all(checks, *labelled), connected))
+    return [result for results in per_host for result in results]
+
+
+def evaluate_all(checks: list[Check], label: str, host: Host) -> list[CheckResult]:
+    return [evaluate(check, host, label=label) for check in checks]
+
+
+def connect(urls: list[str]) -> list[tuple[str, Host]]:
+    """(label, host) for each host the URLs name, each shown able to run a command."""
+    connected = []
+    for url in urls:
+        for host in hosts_of(url):
+            label = host_label(host)
+            ensure_reachable(label, host)
+            connected.append((label, host))
+    return connected
+
+
+def hosts_of(url: str) -> list[Host]:
+    if "://" not in url:  # testinfra would silently pick paramiko (ssh) for a bare name
+        raise UsageError(f"host {url!r} is not a URL",
+                         hint="write local://, docker://NAME, ssh://user@host or ansible://GROUP")
+    import testinfra
+
+    try:
+        hosts = testinfra.get_hosts([url])
+    except Exception as exc:  # unknown scheme, bad inventory, missing client library...
+        raise BackendError(f"{url}: testinfra cannot use this host: {exc}",
+                           hint="check the URL and that its client (docker, ssh, ansible) is installed") from exc
+    if not hosts:
+        raise BackendError(f"{url}: names no hosts", hint="check the group and the inventory")
+    return hosts
+
+
+def ensure_reachable(label: str, host: Host) -> None:
+    """Some transports (docker exec, ssh) report a dead host as a failed command, not an
+    exception: run one echo so that such a host is an error, not a page of failed checks."""
+    try:
+        out = host.run("echo %s", REACHABLE_SENTINEL)
+    except Exception as exc:
+        raise BackendError(f"{label}: cannot run commands: {exc}",
+                           hint="is the host up and reachable with this URL?") from exc
+    if out.rc != 0 or REACHABLE_SENTINEL not in out.stdout:
+        detail = (out.stderr or out.stdout).strip()[-300:]
+        raise BackendError(f"{label}: cannot run commands (exit {out.rc}): {detail}",
+                           hint="is the host up and reachable with this URL?")
+
+
+# --- the command ------------------------------------------------------------------------
+
+
+def verify_command(spec_path: Path | str, hosts: list[str], lock_path: Path | str | None,
+                   python: str, as_json: bool) -> int:
+    """What ``envmgr verify`` does: exit 0 when every check passes on every host, 1 otherwise
+    (a failing check, or an ``EnvmgrError`` the CLI prints)."""
+    from envmgr.spec import load_spec
+
+    loaded = load_spec(spec_path)
+    urls = split_hosts(hosts)
+    lock = read_lock(lock_path) if lock_path is not None else None
+    results = verify(loaded.spec, urls, lock=lock, python=python)
+    if as_json:
+        print(json.dumps(results_document(str(spec_path), loaded.spec, urls, results), indent=2))
+    else:
+        render(loaded.spec.metadata.name, results)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def split_hosts(hosts: list[str]) -> list[str]:
+    """``--hosts a,b --hosts c`` -> [a, b, c], like testinfra's comma-separated ``--hosts``."""
+    urls = [url.strip() for value in hosts for url in value.split(",") if url.strip()]
+    if not urls:
+        raise UsageError("no hosts to verify", hint="give --hosts, e.g. --hosts docker://NAME")
+    return urls
+
+
+def read_lock(path: Path | str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read lock file {path}: {exc}") from exc
+
+
+def results_document(spec_path: str, spec: Spec, hosts: list[str],
+                     results: list[CheckResult]) -> dict:
+    return {"spec": spec_path, "name": spec.metadata.name, "hosts": hosts,
+            "ok": all(r.ok for r in results), "failed": sum(not r.ok for r in results),
+            "results": [r.to_dict() for r in results]}
+
+
+def render(name: str, results: list[CheckResult], console: Console | None = None) -> None:
+    """One table row per (host, check), then every failure's message in full, one line each."""
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    # Piped output (CI logs) is not wrapped at 80 columns; no emoji: 'cuda:link:' is text.
+    console = console or Console(highlight=False, emoji=False,
+                                 width=None if sys.stdout.isatty() else 160)
+    table = Table(title=f"verify {name}", title_justify="left")
+    for column in ("host", "check", "", "expected", "found"):
+        table.add_column(column, overflow="fold")
+    for r in results:  # Text cells: a found value like 'x[y]' is not rich markup
+        status = Text("PASS", style="green") if r.ok else Text("FAIL", style="bold red")
+        table.add_row(Text(r.host), Text(r.check), status, Text(r.expected), Text(r.found))
+    console.print(table)
+    failed = [r for r in results if not r.ok]
+    hosts = len({r.host for r in results})
+    console.print(f"{len(results)} checks on {hosts} host(s): "
+                  f"{len(results) - len(failed)} passed, {len(failed)} failed", markup=False)
+    for r in failed:
+        console.print(Text(r.message, style="red"), soft_wrap=True)
