@@ -35,3 +35,25 @@ def test_demo_cpu_venv_has_nvcc_13(tmp_path: Path):
     # nvcc's own dependencies were held on 13.0 by the spec (they would float to 13.5)
     assert facts.python.packages["nvidia-nvvm"].startswith("13.0.")
     assert facts.python.packages["nvidia-cuda-crt"].startswith("13.0.")
+
+
+def test_failing_probe_gate_keeps_the_previous_generation_current(tmp_path: Path):
+    loaded = load_spec(SPECS / "demo-cpu.yaml")
+    store = Store(tmp_path)
+    with VenvBackend() as backend:
+        first = apply(loaded, backend, store, lambda line: None, confirm=lambda actions: True)
+    assert first.status == "applied"
+    changed = tmp_path / "changed.yaml"
+    changed.write_text((SPECS / "demo-cpu.yaml").read_text().replace('ENVMGR_DEMO: "1"', 'ENVMGR_DEMO: "2"'))
+    calls = []
+
+    def gate(generation, backend):
+        calls.append(generation.number)
+        return ["toolchain_arch"]
+
+    with VenvBackend() as backend:
+        second = apply(load_spec(changed), backend, store, lambda line: None,
+                       confirm=lambda actions: True, gate=gate)
+    assert second.status == "probes-failed" and calls == [2]
+    assert store.current().number == 1  # not switched
+    assert [g.number for g in store.generations()] == [1, 2]  # kept for inspection
