@@ -79,10 +79,14 @@ fi
 # Prints "URI<TAB>SIGNED_BY" for every `deb` source of suite $1 with component main, in the
 # order apt reads them: sources.list, then sources.list.d/*.list and *.sources by name.
 apt_sources_for_suite() {
-  local suite=$1 f
+  local suite=$1 f SRC_LIST=/etc/apt/sources.list SRC_PARTS=/etc/apt/sources.list.d/
   local files=()
-  [ -f /etc/apt/sources.list ] && files+=(/etc/apt/sources.list)
-  for f in /etc/apt/sources.list.d/*; do
+  # Where apt itself looks (honours APT_CONFIG / Dir::Etc), with the usual defaults.
+  if command -v apt-config >/dev/null 2>&1; then
+    eval "$(apt-config shell SRC_LIST Dir::Etc::sourcelist/f SRC_PARTS Dir::Etc::sourceparts/d 2>/dev/null)"
+  fi
+  [ -f "$SRC_LIST" ] && files+=("$SRC_LIST")
+  for f in "${SRC_PARTS%/}"/*; do
     case $f in *.list|*.sources) [ -f "$f" ] && files+=("$f") ;; esac
   done
   for f in "${files[@]}"; do
@@ -151,7 +155,7 @@ else
     if [ -z "$KEYRING" ] && [ -n "$signed_by" ] && [ -f "$signed_by" ]; then KEYRING=$signed_by; fi
     break
   done < <(apt_sources_for_suite "$SUITE")
-  [ -n "$MIRROR" ] || die "no 'deb' source for suite '$SUITE' with component main in /etc/apt/sources.list{,.d/*.list,.d/*.sources}; set ENVMGR_DEBIAN_MIRROR"
+  [ -n "$MIRROR" ] || die "no 'deb' source for suite '$SUITE' with component main in apt's sources.list{,.d/*.list,.d/*.sources}; set ENVMGR_DEBIAN_MIRROR"
   log "mirror: $MIRROR (from this machine's apt sources, suite $SUITE, component main)"
 fi
 
@@ -173,16 +177,25 @@ command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 [ -n "$KEYRING" ] || [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || missing+=(debian-archive-keyring)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} with apt-get (apt-get update first)"
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  out=$( { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } 2>&1 ) ||
+    { printf '%s\n' "$out" >&2; die "apt-get could not install ${missing[*]}"; }
 fi
 log "debootstrap $(dpkg-query -W -f '${Version}' debootstrap 2>/dev/null || echo '?')"
 
 # --- build the root filesystem ------------------------------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/envmgr-base.XXXXXX")
 ROOTFS=$WORK/rootfs
+DBS_PID=
+MON_PID=
 cleanup() {
-  local rc=$? m
+  local rc=$? m i
+  # an interrupted run: stop debootstrap (its own process group) before touching its target
+  if [ -n "$DBS_PID" ] && kill -0 "$DBS_PID" 2>/dev/null; then
+    kill -TERM -- "-$DBS_PID" 2>/dev/null || kill -TERM "$DBS_PID" 2>/dev/null || true
+    for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$DBS_PID" 2>/dev/null || break; sleep 1; done
+    kill -KILL -- "-$DBS_PID" 2>/dev/null || true
+  fi
+  [ -z "$MON_PID" ] || kill "$MON_PID" 2>/dev/null || true
   # debootstrap mounts proc/sys/dev inside the target; a failed run can leave them mounted,
   # and rm -rf must never walk into the host's /proc or /dev.
   if [ -d "$ROOTFS" ]; then
@@ -202,17 +215,48 @@ ARCH=$(dpkg --print-architecture)
 args=(--variant=minbase --arch="$ARCH" --components=main --include="$PACKAGES")
 [ -z "$KEYRING" ] || args+=(--keyring="$KEYRING")
 log "debootstrap $SUITE ($ARCH, minbase + $PACKAGES) into $ROOTFS; this takes minutes"
-if ! debootstrap "${args[@]}" "$SUITE" "$ROOTFS" "$MIRROR" >"$WORK/debootstrap.log" 2>&1; then
+# In the background, in its own process group, so that a signal to this script runs the
+# cleanup at once (bash defers traps while a foreground child runs) and can stop all of it.
+setsid debootstrap "${args[@]}" "$SUITE" "$ROOTFS" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 &
+DBS_PID=$!
+# progress: debootstrap's stage lines, not its hundreds of per-package lines
+tail -n +1 -F --pid="$DBS_PID" "$WORK/debootstrap.log" 2>/dev/null |
+  awk -v p="[$PROG]" '/^I: (Retrieving (InRelease|Release|Packages)|Valid Release|Resolving|Found additional|Checking component|Installing core|Unpacking required|Configuring required|Unpacking the base|Configuring the base|Base system)/ { print p "   debootstrap " $0; fflush() }' &
+MON_PID=$!
+dbs_rc=0
+wait "$DBS_PID" || dbs_rc=$?
+DBS_PID=
+wait "$MON_PID" 2>/dev/null || true
+MON_PID=
+if [ "$dbs_rc" -ne 0 ]; then
   tail -n 40 "$WORK/debootstrap.log" >&2
   [ ! -f "$ROOTFS/debootstrap/debootstrap.log" ] || tail -n 40 "$ROOTFS/debootstrap/debootstrap.log" >&2
   die "debootstrap failed"
 fi
 log "debootstrap done: $(grep -c '^I: Configuring' "$WORK/debootstrap.log" || true) packages configured"
 
-log "trimming the root filesystem (apt caches and lists, host resolv.conf/hostname)"
+log "trimming the root filesystem (apt caches and lists, docs, man pages, translations)"
 rm -rf "${ROOTFS:?}"/var/cache/apt/archives/*.deb "$ROOTFS"/var/cache/apt/*.bin \
        "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/log/*.log "$ROOTFS"/debootstrap
 mkdir -p "$ROOTFS"/var/lib/apt/lists/partial
+# Like Debian's -slim images: dpkg keeps them out of packages installed later, and the ones
+# debootstrap already unpacked go now (copyright files stay).
+cat >"$ROOTFS/etc/dpkg/dpkg.cfg.d/envmgr-slim" <<'EOF'
+# envmgr base image: no documentation, man pages or translations
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/lintian/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+EOF
+find "$ROOTFS/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+find "$ROOTFS/usr/share/doc" -mindepth 1 -type d -empty -delete
+for d in man groff info lintian locale; do
+  [ ! -d "$ROOTFS/usr/share/$d" ] || find "$ROOTFS/usr/share/$d" -mindepth 1 ! -name locale.alias -delete
+done
 # Docker bind-mounts its own at run time; never ship the build host's.
 : >"$ROOTFS/etc/resolv.conf"
 : >"$ROOTFS/etc/hostname"
@@ -220,6 +264,7 @@ log "root filesystem: $(du -sh --one-file-system "$ROOTFS" | cut -f1)"
 
 # --- import -------------------------------------------------------------------------------
 log "importing into docker as $TAG"
+OLD_ID=$(image_id "$TAG" || true)
 PY=$(chroot "$ROOTFS" python3 -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
 tar --numeric-owner --xattrs -C "$ROOTFS" --exclude='./dev/*' --exclude='./proc/*' \
     --exclude='./sys/*' -c . |
@@ -236,5 +281,11 @@ docker run --rm --network none "$TAG" sh -c \
   'python3 -m venv /tmp/v && /tmp/v/bin/pip --version >/dev/null && python3 -c "import venv, ensurepip, ssl"' ||
   die "smoke test failed: $TAG cannot create a venv (image left in place for inspection)"
 
+NEW_ID=$(image_id "$TAG")
+if [ -n "$OLD_ID" ] && [ "$OLD_ID" != "$NEW_ID" ]; then
+  # --force: drop the image this one replaced unless something still uses it
+  if docker image rm "$OLD_ID" >/dev/null 2>&1; then log "removed the replaced image $OLD_ID"
+  else log "kept the replaced image $OLD_ID (in use or tagged elsewhere)"; fi
+fi
 size=$(docker image inspect --format '{{.Size}}' "$TAG")
 log "done: $TAG ($(image_id "$TAG"), python $PY, $((size / 1000000)) MB) in $((SECONDS - START))s"
