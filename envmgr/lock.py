@@ -54,7 +54,7 @@ def resolve(spec: Spec, workdir: Path, python_version: str,
     wanted = workdir / "requirements.in"
     wanted.write_text("\n".join(requirement_lines(spec)) + "\n", encoding="utf-8")
     out = workdir / "lock.txt"
-    argv = [uv_binary(), "pip", "compile", "--quiet", str(wanted), "--generate-hashes", "--no-header",
+    argv = [uv_binary(), "pip", "compile", "--quiet", str(wanted), "--generate-hashes", "--no-header", "--no-annotate",
             "--python-version", python_version, "--python-platform", "x86_64-manylinux_2_28",
             "--output-file", str(out), *index_args(spec)]
     result = stream(argv, on_line, timeout=timeout)

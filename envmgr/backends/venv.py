@@ -23,6 +23,7 @@ from envmgr.backends.local import LocalBackend
 from envmgr.backends.process import stream
 from envmgr.errors import BackendError
 from envmgr.lock import resolve, uv_binary
+from envmgr.toolkits import pip_cuda_prefix
 
 if TYPE_CHECKING:
     from envmgr.facts.model import Facts
@@ -143,11 +144,8 @@ def find_interpreter(version: str) -> str:
 def toolkit_environment(spec: Spec, venv: Path) -> dict:
     """The spec's env, plus CUDA_HOME and PATH of a toolkit that comes from pip wheels."""
     env: dict = {k: str(v) for k, v in spec.env.items()}
-    if spec.cuda and spec.cuda.selected.source == "pip":
-        major = spec.cuda.selected.version.split(".")[0]
-        site = venv / "lib" / f"python{spec.python.version}" / "site-packages" / "nvidia"
-        # CUDA 13 wheels share one prefix (nvidia/cu13); 12.x wheels carry only ptxas
-        prefix = site / f"cu{major}" if int(major) >= 13 else site / "cuda_nvcc"
+    prefix = pip_cuda_prefix(spec, venv)
+    if prefix is not None:
         env.setdefault("CUDA_HOME", str(prefix))
         env["PATH_PREPEND"] = [str(prefix / "bin")]
     return env

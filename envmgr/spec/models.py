@@ -48,6 +48,15 @@ def _check_specifier(value: str) -> str:
     return value
 
 
+def _check_env_text(value: str) -> str:
+    # An environment value is one line of text: a newline cannot cross a Dockerfile ENV,
+    # an env file or a shell profile intact, so refuse it rather than mangle it.
+    bad = sorted({repr(c) for c in value if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"})
+    if bad:
+        raise ValueError(f"control characters ({', '.join(bad)}) are not allowed in an environment value")
+    return value
+
+
 Name = Annotated[str, StringConstraints(pattern=NAME_RE)]
 Specifier = Annotated[str, AfterValidator(_check_specifier)]
 Arch = Annotated[str, StringConstraints(pattern=ARCH_RE)]
@@ -57,7 +66,7 @@ FlagName = Annotated[str, StringConstraints(pattern=FLAG_RE)]
 ToolkitVersion = Annotated[str, StringConstraints(pattern=TOOLKIT_VERSION_RE)]
 # A flag's value: true = bare flag, false/null = absent (lets an overlay drop a common flag).
 FlagValue = Union[bool, int, float, str, None]
-EnvValue = Union[str, int, float, bool]
+EnvValue = Union[Annotated[str, AfterValidator(_check_env_text)], int, float, bool]
 
 
 class Metadata(Model):
