@@ -19,6 +19,7 @@ import yaml
 from envmgr import __version__, failpoints
 from envmgr.backends import split_url
 from envmgr.drift import Drift, compare
+from envmgr.errors import UsageError
 from envmgr.plan import Action, State, plan, state_from_spec
 from envmgr.spec.load import LoadedSpec, load_spec
 from envmgr.state import Generation, Store
@@ -64,6 +65,9 @@ def apply(
 ) -> ApplyResult:
     """Build ``loaded`` as a new generation unless the current one already is it."""
     kind = split_url(backend.url)[0]
+    if not hasattr(backend, "realize"):
+        raise UsageError(f"{backend.url} cannot build an environment",
+                         hint="apply with venv://, docker://REPOSITORY or (soon) ansible://")
     with store.locked():
         failpoints.reach("locked")
         previous = store.current()

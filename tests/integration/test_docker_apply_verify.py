@@ -69,6 +69,8 @@ def test_apply_generations_and_verify_in_a_container(tmp_path, docker_client, ba
     image2 = gen2.meta["details"]["image"]
     assert gen2.number == 2 and image2 != image1
     assert docker_client.images.get(image1).id != docker_client.images.get(image2).id
+    status = envmgr(home, "status")  # facts collected in containers of the image
+    assert status.returncode == 0 and "no drift" in status.stdout, status.stdout + status.stderr
 
     container = docker_client.containers.run(image2, ["sleep", "infinity"], detach=True,
                                              network_mode="none", name=f"envmgr-verify-{uuid.uuid4().hex[:8]}")

@@ -137,3 +137,15 @@ def test_console_script_runs():
     proc = subprocess.run([sys.executable, "-m", "envmgr", "--version"], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("envmgr ")
+
+
+def test_apply_with_local_backend_is_a_usage_error(capsys, tmp_path):
+    rc, _, err = run(capsys, "apply", str(SPECS / "demo-cpu.yaml"), "--backend", "local://", "--yes",
+                     "--home", str(tmp_path))
+    assert rc == 1 and "local:// cannot build an environment" in err
+
+
+def test_unknown_backend_scheme(capsys, tmp_path):
+    rc, _, err = run(capsys, "apply", str(SPECS / "demo-cpu.yaml"), "--backend", "conda://x", "--yes",
+                     "--home", str(tmp_path))
+    assert rc == 1 and "not a backend URL" in err
