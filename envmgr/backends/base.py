@@ -43,6 +43,29 @@ class Runner(Protocol):
     ) -> CommandResult: ...
 
 
+def checked_argv(argv: Sequence[str]) -> list[str]:
+    """An argv list of strings; a bare string would be taken as one program name, so refuse it."""
+    if isinstance(argv, str | bytes) or not argv:
+        raise TypeError(f"argv must be a non-empty list of strings, got {argv!r}")
+    args = list(argv)
+    if not all(isinstance(arg, str) for arg in args):
+        raise TypeError(f"argv items must be strings, got {args!r}")
+    return args
+
+
+class Closing:
+    """``with backend:`` closes it on the way out."""
+
+    def close(self) -> None:  # pragma: no cover - backends override
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Progress(Protocol):
     """Receives one line of human-readable progress at a time (build output, steps)."""
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import envmgr
-from envmgr.backends.base import CommandResult, Progress, Realized
+from envmgr.backends.base import Closing, CommandResult, Progress, Realized, checked_argv
 from envmgr.backends.dockerfile import IMAGE_REF_RE, REPOSITORY_RE, WHEELHOUSE_DIR, render_dockerfile
 from envmgr.backends.process import stream
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, UsageError
@@ -136,7 +136,7 @@ class BuildSettings:
 # --- the backend --------------------------------------------------------------------------
 
 
-class DockerBackend:
+class DockerBackend(Closing):
     """Builds images from specs and runs commands in throwaway containers of them."""
 
     def __init__(self, url: str = "docker://") -> None:
@@ -153,7 +153,7 @@ class DockerBackend:
 
     def run(self, argv: Sequence[str], timeout: float = 60.0,
             env: Mapping[str, str] | None = None) -> CommandResult:
-        args = _checked_argv(argv)
+        args = checked_argv(argv)
         image = self._require_image()
         api = self._client()
         started = time.monotonic()
@@ -185,11 +185,7 @@ class DockerBackend:
             self._api.close()
             self._api = None
 
-    def __enter__(self) -> DockerBackend:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --- building ---------------------------------------------------------------------
 
@@ -488,14 +484,6 @@ def _remove_container_quietly(api: APIClient, container: str) -> None:
     except BackendError:
         pass
 
-
-def _checked_argv(argv: Sequence[str]) -> list[str]:
-    if isinstance(argv, str | bytes) or not argv:
-        raise TypeError(f"argv must be a non-empty list of strings, got {argv!r}")
-    args = list(argv)
-    if not all(isinstance(arg, str) for arg in args):
-        raise TypeError(f"argv items must be strings, got {args!r}")
-    return args
 
 
 def _short(image_id: str) -> str:

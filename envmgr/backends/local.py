@@ -11,10 +11,9 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING
 
-from envmgr.backends.base import CommandResult
+from envmgr.backends.base import Closing, CommandResult, checked_argv
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 
 if TYPE_CHECKING:
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
 _DRAIN_AFTER_KILL_S = 5.0
 
 
-class LocalBackend:
+class LocalBackend(Closing):
     """Runs argv lists on the local host. Stateless; ``close()`` is there for the protocol."""
 
     url = "local://"
@@ -36,7 +35,7 @@ class LocalBackend:
         timeout: float = 60.0,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
-        args = _checked_argv(argv)
+        args = checked_argv(argv)
         started = time.monotonic()
         try:
             process = subprocess.Popen(
@@ -86,26 +85,8 @@ class LocalBackend:
     def close(self) -> None:
         """Nothing to release: every command's processes are gone when ``run`` returns."""
 
-    def __enter__(self) -> LocalBackend:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
-def _checked_argv(argv: Sequence[str]) -> list[str]:
-    # A bare string would be taken as one program name; refuse it rather than guess.
-    if isinstance(argv, str | bytes) or not argv:
-        raise TypeError(f"argv must be a non-empty list of strings, got {argv!r}")
-    args = list(argv)
-    if not all(isinstance(arg, str) for arg in args):
-        raise TypeError(f"argv items must be strings, got {args!r}")
-    return args
 
 
 def _merged_env(env: Mapping[str, str] | None) -> dict[str, str] | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envmgr import failpoints
-from envmgr.backends.base import CommandResult, Progress, Realized
+from envmgr.backends.base import Closing, CommandResult, Progress, Realized
 from envmgr.backends.local import LocalBackend
 from envmgr.backends.process import stream
 from envmgr.errors import BackendError
@@ -35,7 +35,7 @@ ENV_FILE = "envmgr-env.json"
 INSTALLERS = ("uv", "pip")
 
 
-class VenvBackend:
+class VenvBackend(Closing):
     """A venv: given by path (``venv:///opt/envs/x``), or made per generation (``venv://``)."""
 
     def __init__(self, path: str = "", installer: str = "uv") -> None:
@@ -71,11 +71,7 @@ class VenvBackend:
     def close(self) -> None:
         self._local.close()
 
-    def __enter__(self) -> VenvBackend:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --- building ---------------------------------------------------------------------
 
