@@ -190,8 +190,10 @@ def apply(
     store = Store(home)
     target = open_backend(backend or default_url(loaded.spec))
     try:
+        from envmgr.probes.session import required_probe_gate
+
         result = run_apply(loaded, target, store, _progress, _confirm(yes, show=not json_),
-                           open_backend=open_backend)
+                           gate=required_probe_gate(_progress), open_backend=open_backend)
     finally:
         target.close()
     if json_:
@@ -273,6 +275,35 @@ def status(home: HomeOpt = None, json_: JsonOpt = False) -> None:
         print(f"generation {current.number}: {current.meta.get('spec_name')} via {current.meta.get('backend')}")
         print("drift:\n  " + "\n  ".join(drift.lines()) if drift else "no drift: installed = lock")
     raise typer.Exit(2 if drift else 0)
+
+
+@app.command()
+def probe(
+    target: Annotated[Optional[str], typer.Option(
+        "--target", help="Backend URL to probe (default: the current generation, else local://)")] = None,
+    spec: Annotated[Optional[Path], typer.Option(
+        "--spec", help="Spec giving the target arch and GPU count, and the predictions")] = None,
+    only: Annotated[Optional[str], typer.Option("--only", help="Comma-separated probe ids")] = None,
+    python: Annotated[Optional[str], typer.Option(help="Interpreter of the environment")] = None,
+    timeout: Annotated[Optional[float], typer.Option(help="Seconds per probe (default: each probe's own)")] = None,
+    home: HomeOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Run capability probes inside an environment; each result beside the rules' prediction.
+
+    Exit 0 when nothing is wrong; 1 when a probe errs, a probe disagrees with its prediction,
+    or a probe fails that neither a rule nor the spec's probes.expected_fail foresaw."""
+    from envmgr.probes.session import probe_environment
+
+    report = probe_environment(target=target, spec_path=spec, only=only.split(",") if only else None,
+                               python=python, timeout=timeout, home=home, progress=_progress)
+    if json_:
+        _emit(report.to_dict())
+    else:
+        from envmgr.report.console import render_probes
+
+        render_probes(report)
+    raise typer.Exit(0 if report.ok else 1)
 
 
 @app.command()

@@ -137,6 +137,8 @@ class BuildSettings:
 
 
 class DockerBackend(Closing):
+    python = VENV_PYTHON  # the interpreter of every image envmgr builds
+
     """Builds images from specs and runs commands in throwaway containers of them."""
 
     def __init__(self, url: str = "docker://") -> None:

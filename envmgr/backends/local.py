@@ -28,6 +28,7 @@ class LocalBackend(Closing):
     """Runs argv lists on the local host. Stateless; ``close()`` is there for the protocol."""
 
     url = "local://"
+    python = "python3"
 
     def run(
         self,

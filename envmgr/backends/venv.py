@@ -46,6 +46,10 @@ class VenvBackend(Closing):
         self._local = LocalBackend()
 
     @property
+    def python(self) -> str:
+        return str(self._require_path() / "bin" / "python")
+
+    @property
     def url(self) -> str:
         return f"venv://{self.path}" if self.path else "venv://"
 
@@ -66,7 +70,7 @@ class VenvBackend(Closing):
     def facts(self) -> Facts:
         from envmgr.facts import collect_facts
 
-        return collect_facts(self, python=str(self._require_path() / "bin" / "python"))
+        return collect_facts(self, python=self.python)
 
     def close(self) -> None:
         self._local.close()

@@ -76,6 +76,7 @@ class Rule(BaseModel):
     source: str
     at: str = ""
     note: str = ""
+    predicts: list[str] = Field(default_factory=list, description="probes this rule says will fail")
 
     @field_validator("when", mode="before")
     @classmethod

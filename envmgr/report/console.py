@@ -138,3 +138,29 @@ def render_facts(facts: Facts, console: Console | None = None) -> None:
             console.print(f"  {k}={facts.env[k]}", markup=False)
     for fact, why in sorted(facts.missing.items()):
         console.print(f"[dim]missing {fact}: {why}[/]")
+
+
+_STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta"}
+
+
+def render_probes(report, console: Console | None = None) -> None:
+    console = console or _console()
+    console.print(f"[bold]probes[/] in {report.target} ({report.python})"
+                  + (f", predictions from spec {report.spec}" if report.spec else ""))
+    for r in report.results:
+        line = Text(f"{r.probe:28}")
+        line.append(f"{r.status:6}", style=_STATUS_STYLE.get(r.status, ""))
+        verdict = report.verdict(r)
+        p = report.predictions.get(r.probe)
+        if p is not None and p.outcome is not None:
+            line.append(f" predicted {p.outcome:4} ")
+            line.append(verdict, style="bold red reverse" if verdict == "DISAGREE" else "dim")
+        line.append(f"  {r.wall_s:5.1f}s", style="dim")
+        console.print(line)
+        _indented(console, r.summary, style="red" if report.unexpected(r) else "")
+        if verdict == "DISAGREE":
+            _indented(console, f"the rules ({', '.join(p.rules) or 'none fired'}) predicted {p.outcome}: "
+                               "a rule is wrong or the stack is broken", style="bold red")
+    if report.recorded:
+        console.print(f"recorded in {report.recorded}", style="dim")
+    console.print("[green]ok[/]" if report.ok else "[bold red]unexpected results above[/]")

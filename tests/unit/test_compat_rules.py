@@ -166,6 +166,9 @@ CASES: dict[str, tuple] = {
                                       cfg({"--speculative-algorithm": "NGRAM"})),
     "speculative-draft-missing": (cfg({"--speculative-algorithm": "EAGLE3"}),
                                   cfg({"--speculative-algorithm": "EAGLE3", "--speculative-draft-model-path": "/d"})),
+    "allreduce-fusion-unavailable": ({}, SM90),
+    "symm-mem-needs-sm80": ({"hardware": {"gpu": {"arch": "sm_75", "segment": "datacenter"}}},
+                            {"hardware": {"gpu": {"arch": "sm_80", "segment": "datacenter"}}}),
     "bench-dataset-downloads": ({"benchmarks": {"load": {"dataset": "random"}}},
                                 {"benchmarks": {"load": {"dataset": "random", "dataset_path": "/data/sharegpt.json"}}}),
 }
@@ -176,8 +179,12 @@ def fired(overlay: dict, observed: Facts | None = None) -> set[str]:
     return {f.rule for f in evaluate(spec, observed)}
 
 
+# Facts about what a clean SM120 stack cannot do (notes that predict probe outcomes).
+CAPABILITY_NOTES = {"allreduce-fusion-unavailable"}
+
+
 def test_clean_stack_has_no_findings():
-    assert fired({}) == set()
+    assert fired({}) == CAPABILITY_NOTES
 
 
 def test_every_rule_has_cases():
@@ -202,6 +209,13 @@ def test_rules_read_only_facts_the_context_produces():
     for rule in default_knowledge_base().rules:
         for name in rule.facts():
             assert name in known or name.startswith(DYNAMIC_PREFIXES), (rule.id, name)
+
+
+def test_predictions_name_known_probes():
+    from envmgr.probes.runner import PROBES
+
+    for rule in default_knowledge_base().rules:
+        assert set(rule.predicts) <= set(PROBES), rule.id
 
 
 def test_findings_carry_fix_and_source():

@@ -1,0 +1,1 @@
+"""Capability probes: standalone scripts run inside an environment, and their runner."""

@@ -1,0 +1,133 @@
+"""Run probe scripts inside an environment through its backend's ``run``.
+
+Independent probes run in parallel; timing-sensitive GPU probes (``exclusive``) run
+after them, one at a time, so a JIT compile does not distort an NCCL latency. Each
+probe has a timeout; the backend kills the probe's whole process group (or container)
+when it passes, and the result says so, while the other probes still complete.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from typing import Any
+
+from envmgr.backends.base import Runner
+from envmgr.errors import BackendError, CommandTimeout, UsageError
+from envmgr.probes.contract import MARKER, STATUSES, WRAPPER
+
+
+@dataclass(frozen=True)
+class ProbeInfo:
+    timeout_s: float
+    exclusive: bool  # timing-sensitive on the GPU: run alone, after the parallel ones
+    what: str
+
+
+# The probes, in the order they are reported. Data, not code: add a script and a line.
+PROBES: dict[str, ProbeInfo] = {
+    "gpu": ProbeInfo(60, False, "NVML inventory: GPUs, capability, memory, driver, topology, P2P"),
+    "toolchain_arch": ProbeInfo(120, False, "can nvcc/ptxas build for the target arch"),
+    "torch_cuda": ProbeInfo(120, False, "torch's CUDA build covers the GPU and runs a kernel"),
+    "flashinfer_jit": ProbeInfo(600, False, "FlashInfer JIT compiles and runs silu_and_mul"),
+    "flashinfer_allreduce_fusion": ProbeInfo(300, False, "FlashInfer all-reduce fusion's arch gate"),
+    "p2p": ProbeInfo(120, False, "peer access between every pair of GPUs"),
+    "symm_mem": ProbeInfo(300, True, "torch symmetric memory: allocation and rendezvous"),
+    "nccl_allreduce": ProbeInfo(600, True, "NCCL all-reduce: correctness, latency, CUDA graphs"),
+    "nccl_alltoall": ProbeInfo(600, True, "NCCL all-to-all at EP dispatch sizes"),
+}
+
+# NVLink multicast stays off in every probe process (the device machines require it).
+PROBE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+             "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+@dataclass
+class ProbeResult:
+    probe: str
+    status: str
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    wall_s: float = 0.0  # including interpreter start and imports
+    stderr_tail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def script_source(probe_id: str) -> str:
+    text = resources.files("envmgr.probes.scripts").joinpath(f"{probe_id}.py").read_text(encoding="utf-8")
+    return text + WRAPPER
+
+
+def parse_output(probe_id: str, stdout: str, stderr: str, returncode: int) -> ProbeResult:
+    """The marked JSON line of a probe run, or an ``error`` saying why there is none."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                data = json.loads(line[len(MARKER):])
+            except ValueError as exc:
+                return ProbeResult(probe_id, "error", f"unreadable result line: {exc}")
+            status = data.get("status")
+            if status not in STATUSES:
+                return ProbeResult(probe_id, "error", f"unknown status {status!r}", data.get("details", {}))
+            return ProbeResult(probe_id, status, str(data.get("summary", "")),
+                               dict(data.get("details") or {}), float(data.get("duration_s", 0.0)),
+                               stderr_tail=_tail(stderr))
+    why = f"the probe printed no result (exit {returncode})"
+    return ProbeResult(probe_id, "error", f"{why}: {_tail(stderr or stdout, 1)}", stderr_tail=_tail(stderr))
+
+
+def run_probe(runner: Runner, python: str, probe_id: str, args: dict[str, Any],
+              timeout_s: float | None = None) -> ProbeResult:
+    info = PROBES[probe_id]
+    timeout = timeout_s or info.timeout_s
+    argv = [python, "-c", script_source(probe_id), json.dumps(args)]
+    try:
+        result = runner.run(argv, timeout=timeout, env=PROBE_ENV)
+    except CommandTimeout:
+        return ProbeResult(probe_id, "error", f"timed out after {timeout:g}s; its processes were killed",
+                           wall_s=timeout)
+    except BackendError as exc:
+        return ProbeResult(probe_id, "error", f"could not run: {exc.message}")
+    parsed = parse_output(probe_id, result.stdout, result.stderr, result.returncode)
+    parsed.wall_s = round(result.duration_s, 3)
+    return parsed
+
+
+def select(only: Sequence[str] | None) -> list[str]:
+    if not only:
+        return list(PROBES)
+    unknown = [p for p in only if p not in PROBES]
+    if unknown:
+        raise UsageError(f"unknown probe(s): {', '.join(unknown)}", hint=f"known: {', '.join(PROBES)}")
+    return [p for p in PROBES if p in only]
+
+
+def run_probes(runner: Runner, python: str, ids: Sequence[str], args: dict[str, dict[str, Any]],
+               progress: Callable[[str], None] = lambda line: None, parallel: int = 4,
+               timeout_s: float | None = None) -> list[ProbeResult]:
+    """Run ``ids``: the parallel ones together, then the exclusive ones one by one."""
+    def one(probe_id: str) -> ProbeResult:
+        progress(f"probe {probe_id}: running")
+        result = run_probe(runner, python, probe_id, args.get(probe_id, {}), timeout_s)
+        progress(f"probe {probe_id}: {result.status} ({result.wall_s:.1f}s) {result.summary}")
+        return result
+
+    free = [p for p in ids if not PROBES[p].exclusive]
+    alone = [p for p in ids if PROBES[p].exclusive]
+    results: dict[str, ProbeResult] = {}
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        for result in pool.map(one, free):
+            results[result.probe] = result
+    for probe_id in alone:
+        results[probe_id] = one(probe_id)
+    return [results[p] for p in ids]
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])

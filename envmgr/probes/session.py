@@ -1,0 +1,127 @@
+"""Probe an environment: pick the target, run the probes, predict, compare, record."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envmgr.backends import open_backend
+from envmgr.probes.predict import Prediction, agreement, predict
+from envmgr.probes.runner import ProbeResult, run_probes, select
+
+if TYPE_CHECKING:
+    from envmgr.backends.base import Backend
+    from envmgr.spec.models import Spec
+    from envmgr.state import Generation
+
+PROBES_FILE = "probes.json"
+
+
+@dataclass
+class ProbeReport:
+    target: str
+    python: str
+    spec: str | None
+    results: list[ProbeResult]
+    predictions: dict[str, Prediction] = field(default_factory=dict)
+    expected_fail: tuple[str, ...] = ()
+    recorded: str | None = None
+
+    def verdict(self, result: ProbeResult) -> str:
+        return agreement(result.status, self.predictions.get(result.probe))
+
+    def unexpected(self, result: ProbeResult) -> bool:
+        """An error, a disagreement, or a failure nobody foresaw."""
+        if result.status == "error" or self.verdict(result) == "DISAGREE":
+            return True
+        foreseen = self.verdict(result) == "agree" or result.probe in self.expected_fail
+        return result.status == "fail" and not foreseen
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.unexpected(r) for r in self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = []
+        for r in self.results:
+            p = self.predictions.get(r.probe)
+            rows.append({**r.to_dict(), "predicted": p.outcome if p else None,
+                         "predicted_by": list(p.rules) if p else [], "agreement": self.verdict(r),
+                         "unexpected": self.unexpected(r)})
+        return {"target": self.target, "python": self.python, "spec": self.spec, "ok": self.ok,
+                "recorded": self.recorded, "results": rows}
+
+
+def probe_args(spec: Spec | None, arch: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per-probe arguments from the spec: the target arch and the GPU count."""
+    arch = arch or (spec.hardware.gpu.arch if spec else None)
+    count = spec.hardware.gpu.count if spec else None
+    args: dict[str, dict[str, Any]] = {"toolchain_arch": {"archs": [arch] if arch else []}}
+    if count:
+        for probe in ("nccl_allreduce", "nccl_alltoall"):
+            args[probe] = {"world_size": count}
+        args["symm_mem"] = {"world_sizes": list(range(1, count + 1))}
+    return args
+
+
+def python_of(backend: Backend) -> str:
+    """The environment's own interpreter (venv and image backends know theirs)."""
+    return str(getattr(backend, "python", None) or "python3")
+
+
+def run_on(backend: Backend, spec: Spec | None, ids: Sequence[str], *, python: str | None = None,
+           timeout: float | None = None, progress: Callable[[str], None] = lambda line: None) -> ProbeReport:
+    py = python or python_of(backend)
+    results = run_probes(backend, py, ids, probe_args(spec), progress, timeout_s=timeout)
+    predictions: dict[str, Prediction] = {}
+    if spec is not None:
+        facts = backend.facts() if hasattr(backend, "facts") else None
+        predictions = predict(spec, facts, list(ids))
+    return ProbeReport(backend.url, py, spec.metadata.name if spec else None, results, predictions,
+                       tuple(spec.probes.expected_fail) if spec else ())
+
+
+def record(report: ProbeReport, generation: Generation) -> str:
+    path = generation.path / PROBES_FILE
+    path.write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
+    report.recorded = str(path)
+    return report.recorded
+
+
+def probe_environment(*, target: str | None, spec_path: Path | None, only: Sequence[str] | None,
+                      python: str | None, timeout: float | None, home: Path | None,
+                      progress: Callable[[str], None]) -> ProbeReport:
+    """With no target: the current generation (recording the results in it), else local://."""
+    from envmgr.apply import current_spec
+    from envmgr.spec import load_spec
+    from envmgr.state import Store
+
+    generation = Store(home).current() if target is None else None
+    url = target or (generation.meta["backend"] if generation else "local://")
+    spec = load_spec(spec_path).spec if spec_path else (current_spec(generation).spec if generation else None)
+    ids = select(only)
+    with open_backend(url) as backend:
+        report = run_on(backend, spec, ids, python=python, timeout=timeout, progress=progress)
+    if generation is not None:
+        record(report, generation)
+    return report
+
+
+def required_probe_gate(progress: Callable[[str], None]):
+    """The apply gate: the spec's required probes must pass in the new generation."""
+    from envmgr.apply import current_spec
+
+    def gate(generation: Generation, backend: Backend) -> list[str]:
+        spec = current_spec(generation).spec
+        required = list(spec.probes.required)
+        if not required:
+            return []
+        progress(f"required probes: {', '.join(required)}")
+        report = run_on(backend, spec, select(required), progress=progress)
+        record(report, generation)
+        return [r.probe for r in report.results if r.status != "pass"]
+
+    return gate

@@ -1,0 +1,88 @@
+"""The probe runner: output parsing, parallel and exclusive runs, timeouts that kill."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from envmgr.backends.local import LocalBackend
+from envmgr.probes import runner
+from envmgr.probes.contract import MARKER, WRAPPER
+from envmgr.probes.runner import ProbeInfo, parse_output, run_probe, run_probes
+
+OK_LINE = MARKER + '{"probe": "x", "status": "pass", "summary": "fine", "details": {"n": 1}, "duration_s": 0.5}'
+
+
+def test_parse_takes_the_marked_line_among_library_noise():
+    result = parse_output("x", f"loading...\n{{\"status\": \"fail\"}}\n{OK_LINE}\n", "warning: x", 0)
+    assert (result.status, result.summary, result.details, result.duration_s) == ("pass", "fine", {"n": 1}, 0.5)
+    assert result.stderr_tail == "warning: x"
+
+
+@pytest.mark.parametrize("stdout, stderr, summary", [
+    ("", "Segmentation fault (core dumped)", "the probe printed no result (exit -11): Segmentation fault"),
+    (MARKER + "{not json", "", "unreadable result line"),
+    (MARKER + '{"status": "maybe"}', "", "unknown status 'maybe'"),
+])
+def test_parse_without_a_good_result_is_an_error(stdout, stderr, summary):
+    result = parse_output("x", stdout, stderr, -11)
+    assert result.status == "error" and summary in result.summary
+
+
+def add_probe(monkeypatch, probe_id: str, body: str, timeout: float = 30, exclusive: bool = False) -> None:
+    source = f"PROBE = {probe_id!r}\n{body}\n"
+    monkeypatch.setitem(runner.PROBES, probe_id, ProbeInfo(timeout, exclusive, "test probe"))
+    original = runner.script_source
+    monkeypatch.setattr(runner, "script_source",
+                        lambda pid: source + WRAPPER if pid == probe_id else original(pid))
+
+
+def test_a_probe_that_raises_is_an_error_with_its_traceback(monkeypatch):
+    add_probe(monkeypatch, "boom", "def probe(args):\n    raise ValueError('bad ' + args['why'])")
+    result = run_probe(LocalBackend(), sys.executable, "boom", {"why": "input"})
+    assert result.status == "error" and result.summary == "ValueError: bad input"
+    assert "Traceback" in result.details["traceback"]
+
+
+def test_a_hanging_probe_is_killed_with_its_children_and_the_others_complete(monkeypatch):
+    marker = f"envmgr-hang-{uuid.uuid4().hex}"
+    add_probe(monkeypatch, "hang", (
+        "import subprocess, time\n"
+        "def probe(args):\n"
+        f"    subprocess.Popen(['sh', '-c', 'sleep 300; echo {marker}'])\n"
+        "    time.sleep(300)\n"), timeout=2)
+    add_probe(monkeypatch, "quick", "def probe(args):\n    return {'status': 'pass', 'summary': 'done'}")
+    started = time.monotonic()
+    results = run_probes(LocalBackend(), sys.executable, ["hang", "quick"], {})
+    elapsed = time.monotonic() - started
+    by_id = {r.probe: r for r in results}
+    assert by_id["hang"].status == "error" and "timed out after 2s" in by_id["hang"].summary
+    assert by_id["quick"].status == "pass"
+    assert elapsed < 30
+    time.sleep(0.2)
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.stdout == "", f"processes left behind: {left.stdout}"
+
+
+def test_exclusive_probes_run_after_and_alone(monkeypatch):
+    body = ("import time\n"
+            "def probe(args):\n"
+            "    start = time.time(); time.sleep(0.3)\n"
+            "    return {'status': 'pass', 'summary': '', 'details': {'start': start, 'end': time.time()}}")
+    for pid, exclusive in (("a", False), ("b", False), ("c", True), ("d", True)):
+        add_probe(monkeypatch, pid, body, exclusive=exclusive)
+    results = {r.probe: r.details for r in run_probes(LocalBackend(), sys.executable, ["a", "b", "c", "d"], {})}
+    assert results["a"]["start"] < results["b"]["end"] and results["b"]["start"] < results["a"]["end"]  # together
+    assert results["c"]["start"] >= max(results["a"]["end"], results["b"]["end"])  # after the parallel ones
+    assert results["d"]["start"] >= results["c"]["end"]  # one at a time
+
+
+def test_unknown_probe_is_a_usage_error():
+    from envmgr.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown probe"):
+        runner.select(["gpu", "nope"])
