@@ -11,7 +11,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envmgr.compat.context import Context, config_context, stack_context
-from envmgr.compat.kb import AnyOf, Clause, Condition, KnowledgeBase, Rule, default_knowledge_base
+from envmgr.compat.kb import AnyOf, Condition, KnowledgeBase, Rule, default_knowledge_base
 from envmgr.spec.load import LoadedSpec
 from envmgr.spec.models import Spec
 

@@ -9,6 +9,9 @@ when it passes, and the result says so, while the other probes still complete.
 from __future__ import annotations
 
 import json
+import re
+import tempfile
+import types
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -60,8 +63,28 @@ class ProbeResult:
 
 
 def script_source(probe_id: str) -> str:
-    text = resources.files("envmgr.probes.scripts").joinpath(f"{probe_id}.py").read_text(encoding="utf-8")
-    return text + WRAPPER
+    """What is sent to the interpreter: the probe with its libraries and the wrapper."""
+    return assemble(probe_id) + WRAPPER
+
+
+def assemble(probe_id: str) -> str:
+    """A probe script with the shared libraries it names (``# probe-uses: _comm, ...``)
+    placed before it, as one module. ``from __future__`` lines move to the top."""
+    scripts = resources.files("envmgr.probes.scripts")
+    text = scripts.joinpath(f"{probe_id}.py").read_text(encoding="utf-8")
+    uses = re.search(r"^# probe-uses: (.+)$", text, re.MULTILINE)
+    parts = [scripts.joinpath(f"{lib.strip()}.py").read_text(encoding="utf-8")
+             for lib in (uses.group(1).split(",") if uses else [])] + [text]
+    future = "from __future__ import annotations\n"
+    body = "".join(part.replace(future, "") + "\n" for part in parts)
+    return (future if future in "".join(parts) else "") + body
+
+
+def load_module(probe_id: str) -> types.ModuleType:
+    """The assembled probe as a module, for tests of its pure functions."""
+    module = types.ModuleType(f"envmgr_probe_{probe_id}")
+    exec(compile(assemble(probe_id), f"<probe {probe_id}>", "exec"), module.__dict__)  # noqa: S102 - our own scripts
+    return module
 
 
 def parse_output(probe_id: str, stdout: str, stderr: str, returncode: int) -> ProbeResult:
@@ -83,12 +106,12 @@ def parse_output(probe_id: str, stdout: str, stderr: str, returncode: int) -> Pr
 
 
 def run_probe(runner: Runner, python: str, probe_id: str, args: dict[str, Any],
-              timeout_s: float | None = None) -> ProbeResult:
+              timeout_s: float | None = None, env: dict[str, str] | None = None) -> ProbeResult:
     info = PROBES[probe_id]
     timeout = timeout_s or info.timeout_s
     argv = [python, "-c", script_source(probe_id), json.dumps(args)]
     try:
-        result = runner.run(argv, timeout=timeout, env=PROBE_ENV)
+        result = runner.run(argv, timeout=timeout, env={**PROBE_ENV, **(env or {})})
     except CommandTimeout:
         return ProbeResult(probe_id, "error", f"timed out after {timeout:g}s; its processes were killed",
                            wall_s=timeout)
@@ -111,22 +134,38 @@ def select(only: Sequence[str] | None) -> list[str]:
 def run_probes(runner: Runner, python: str, ids: Sequence[str], args: dict[str, dict[str, Any]],
                progress: Callable[[str], None] = lambda line: None, parallel: int = 4,
                timeout_s: float | None = None) -> list[ProbeResult]:
-    """Run ``ids``: the parallel ones together, then the exclusive ones one by one."""
-    def one(probe_id: str) -> ProbeResult:
+    """Run ``ids``. Where every probe sees this host's files (local, venv), all start at once
+    and the exclusive ones take turns on the GPU through a lock file (ENVMGR_GPU_LOCK), so
+    their interpreter start and imports overlap; elsewhere (a container per command) the
+    parallel ones run together first, then the exclusive ones one by one."""
+    def one(probe_id: str, env: dict[str, str] | None = None) -> ProbeResult:
         progress(f"probe {probe_id}: running")
-        result = run_probe(runner, python, probe_id, args.get(probe_id, {}), timeout_s)
+        result = run_probe(runner, python, probe_id, args.get(probe_id, {}), timeout_s, env)
         progress(f"probe {probe_id}: {result.status} ({result.wall_s:.1f}s) {result.summary}")
         return result
 
     free = [p for p in ids if not PROBES[p].exclusive]
     alone = [p for p in ids if PROBES[p].exclusive]
     results: dict[str, ProbeResult] = {}
+    if alone and _shares_host_files(runner):
+        with tempfile.NamedTemporaryFile(prefix="envmgr-gpu-", suffix=".lock") as lock:
+            turn = {"ENVMGR_GPU_LOCK": lock.name}
+            with ThreadPoolExecutor(max_workers=len(ids)) as pool:
+                futures = [pool.submit(one, p) for p in free] + [pool.submit(one, p, turn) for p in alone]
+                for future in futures:
+                    result = future.result()
+                    results[result.probe] = result
+        return [results[p] for p in ids]
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         for result in pool.map(one, free):
             results[result.probe] = result
     for probe_id in alone:
         results[probe_id] = one(probe_id)
     return [results[p] for p in ids]
+
+
+def _shares_host_files(runner: Runner) -> bool:
+    return str(getattr(runner, "url", "")).startswith(("local://", "venv://"))
 
 
 def _tail(text: str, lines: int = 12) -> str:

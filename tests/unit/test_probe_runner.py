@@ -68,17 +68,51 @@ def test_a_hanging_probe_is_killed_with_its_children_and_the_others_complete(mon
     assert left.stdout == "", f"processes left behind: {left.stdout}"
 
 
-def test_exclusive_probes_run_after_and_alone(monkeypatch):
-    body = ("import time\n"
-            "def probe(args):\n"
-            "    start = time.time(); time.sleep(0.3)\n"
-            "    return {'status': 'pass', 'summary': '', 'details': {'start': start, 'end': time.time()}}")
+TIMED = ("import fcntl, os, time\n"
+         "def probe(args):\n"
+         "    lock = os.environ.get('ENVMGR_GPU_LOCK')\n"
+         "    handle = open(lock, 'a') if lock else None\n"
+         "    if handle: fcntl.flock(handle, fcntl.LOCK_EX)\n"
+         "    start = time.time(); time.sleep(0.3); end = time.time()\n"
+         "    return {'status': 'pass', 'summary': '', 'details': {'start': start, 'end': end, 'lock': lock}}")
+
+
+def timed_probes(monkeypatch) -> None:
     for pid, exclusive in (("a", False), ("b", False), ("c", True), ("d", True)):
-        add_probe(monkeypatch, pid, body, exclusive=exclusive)
-    results = {r.probe: r.details for r in run_probes(LocalBackend(), sys.executable, ["a", "b", "c", "d"], {})}
-    assert results["a"]["start"] < results["b"]["end"] and results["b"]["start"] < results["a"]["end"]  # together
-    assert results["c"]["start"] >= max(results["a"]["end"], results["b"]["end"])  # after the parallel ones
-    assert results["d"]["start"] >= results["c"]["end"]  # one at a time
+        add_probe(monkeypatch, pid, TIMED, exclusive=exclusive)
+
+
+def overlap(x: dict, y: dict) -> bool:
+    return x["start"] < y["end"] and y["start"] < x["end"]
+
+
+def test_on_host_files_all_start_together_and_exclusive_ones_take_turns(monkeypatch):
+    timed_probes(monkeypatch)
+    r = {p.probe: p.details for p in run_probes(LocalBackend(), sys.executable, ["a", "b", "c", "d"], {})}
+    assert overlap(r["a"], r["b"])
+    assert r["c"]["lock"] and r["c"]["lock"] == r["d"]["lock"] and r["a"]["lock"] is None
+    assert not overlap(r["c"], r["d"])  # the GPU lock made them take turns
+
+
+class ContainerLike:
+    """A runner whose commands do not share this host's files (like docker://)."""
+
+    url = "docker://example"
+
+    def __init__(self) -> None:
+        self.local = LocalBackend()
+
+    def run(self, argv, timeout=60.0, env=None):
+        return self.local.run(argv, timeout=timeout, env=env)
+
+
+def test_elsewhere_exclusive_probes_run_after_and_alone(monkeypatch):
+    timed_probes(monkeypatch)
+    r = {p.probe: p.details for p in run_probes(ContainerLike(), sys.executable, ["a", "b", "c", "d"], {})}
+    assert overlap(r["a"], r["b"])  # together
+    assert r["c"]["start"] >= max(r["a"]["end"], r["b"]["end"])  # after the parallel ones
+    assert r["d"]["start"] >= r["c"]["end"]  # one at a time
+    assert r["c"]["lock"] is None
 
 
 def test_unknown_probe_is_a_usage_error():

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
 from envmgr.backends.local import LocalBackend
-from envmgr.probes.runner import run_probe
+from envmgr.probes.runner import load_module, run_probe
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "envmgr" / "probes" / "scripts"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"probe_{name}", SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(name)
 
 
 def test_gpu_parses_the_recorded_h200_query():

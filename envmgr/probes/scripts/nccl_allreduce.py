@@ -1,0 +1,235 @@
+"""Probe: torch.distributed NCCL all-reduce, one process per GPU, eager and inside a CUDA graph.
+
+Standalone (probe contract): stdlib at module level, torch only inside probe() and the workers.
+The script runs through ``python -c``, so workers are forked; the parent never initialises CUDA
+(a forked child cannot use CUDA once its parent has), it counts GPUs through NVML or nvidia-smi.
+Each NCCL_ALGO/NCCL_PROTO combination runs in fresh workers: NCCL reads its env at comm init.
+
+args (all optional):
+  world_size     ranks (default: every visible GPU)
+  combinations   [{"algo": "Ring"|"Tree"|None, "proto": "LL"|"LL128"|"Simple"|None}, ...]
+                 (default: NCCL's choice, Ring, Tree); None leaves the variable unset
+  sizes          message sizes in bytes (default 8 KiB..32 MiB by x4); the verify step's
+                 42 KiB (21504 bf16 elements) is always added
+  dtype          "bfloat16" (default) | "float16" | "float32"
+  iters, warmup  eager timing loop (default 20, 5)
+  graph          capture in a CUDA graph too (default true)
+  graph_ops, graph_replays  all-reduces captured per graph, timed replays (default 10, 5)
+  timeout_s      per combination; a hang is reported and its workers killed (default 60)
+  env            extra env for the workers (overrides the multicast-off defaults)
+  backend        "nccl" (default) | "gloo" (CPU plumbing, for tests: no CUDA graph)
+
+details: torch, cuda, nccl_version, gpus_visible, world_size, dtype, sizes, verify_bytes,
+  verify_size_us {label: {eager_us, graph_us}}, multi_rank (at one GPU: why skipped), and
+  combinations [{label, env, ok, error, init_s, wall_s, eager: [row], graph: [row] | graph_skipped}]
+  with row = {bytes, elements, time_us, algbw_gbs, busbw_gbs, wrong}.
+"""
+
+from __future__ import annotations
+
+# probe-uses: _comm, _collective
+
+import time
+
+PROBE = "nccl_allreduce"
+
+VERIFY_BYTES = 21504 * 2  # one all-reduce of the verify step: 42 KiB of bf16 (3 tokens x hidden 7168)
+DEFAULT_COMBINATIONS = [{"algo": None}, {"algo": "Ring"}, {"algo": "Tree"}]
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def allreduce_busbw_factor(world_size: int) -> float:
+    """nccl-tests: busbw = algbw x 2(n-1)/n for all-reduce (0 at one rank: nothing crosses a bus)."""
+    return 2.0 * (world_size - 1) / world_size
+
+
+def size_sweep(start: int = 8 * 1024, stop: int = 64 * 1024 * 1024, factor: int = 4) -> list[int]:
+    sizes, size = [], start
+    while size <= stop:
+        sizes.append(size)
+        size *= factor
+    return sizes
+
+
+def sizes_to_run(args: dict, element_bytes: int) -> list[int]:
+    """Asked sizes plus the verify step's, rounded down to whole elements, sorted, no duplicates."""
+    asked = args.get("sizes") or size_sweep()
+    whole = {max(element_bytes, int(s) // element_bytes * element_bytes) for s in [*asked, VERIFY_BYTES]}
+    return sorted(whole)
+
+
+def pattern_sum(torch, elements: int, world_size: int, device):
+    """Exact expected sum of every rank's pattern (small integers stay exact in bf16)."""
+    index = torch.arange(elements, device=device) % 5
+    return index * world_size + sum(r % 3 + 1 for r in range(world_size))
+
+
+def rank_pattern(torch, elements: int, rank: int, device, dtype):
+    return ((torch.arange(elements, device=device) % 5) + (rank % 3 + 1)).to(dtype)
+
+
+def allreduce_worker(rank: int, world_size: int, store_path: str, payload: dict) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    backend = payload["backend"]
+    dtype = getattr(torch, payload["dtype"])
+    began = time.monotonic()
+    device = init_process_group(rank, world_size, store_path, backend)
+    dist.barrier()
+    result = {"init_s": round(time.monotonic() - began, 3), "eager": [], "graph": None}
+    if device.type == "cuda":
+        result["device"] = torch.cuda.get_device_name(device)
+        result["capability"] = list(torch.cuda.get_device_capability(device))
+    for nbytes in payload["sizes"]:
+        result["eager"].append(eager_allreduce_row(torch, dist, device, dtype, nbytes, rank, world_size, payload))
+    if not payload["graph"] or device.type != "cuda":
+        result["graph_skipped"] = "not asked (args graph=false)" if not payload["graph"] else "no CUDA graph on CPU"
+    else:
+        report_partial(result)  # a graph that hangs must not take the eager numbers with it
+        result["graph"] = []
+        try:
+            for nbytes in payload["sizes"]:
+                result["graph"].append(graph_allreduce_row(torch, dist, device, dtype, nbytes, rank,
+                                                           world_size, payload))
+        except Exception as exc:  # e.g. an algorithm that cannot be captured: eager numbers still count
+            result["graph_error"] = f"{type(exc).__name__}: {exc}"
+    dist.barrier()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return result
+
+
+def eager_allreduce_row(torch, dist, device, dtype, nbytes, rank, world_size, payload) -> dict:
+    elements = nbytes // DTYPE_BYTES[payload["dtype"]]
+    check = rank_pattern(torch, elements, rank, device, dtype)
+    dist.all_reduce(check)
+    wrong = int((check.float() != pattern_sum(torch, elements, world_size, device).float()).sum())
+    work = torch.zeros(elements, device=device, dtype=dtype)  # zeros stay zeros: no overflow in the loop
+    for _ in range(payload["warmup"]):
+        dist.all_reduce(work)
+    dist.barrier()
+    took = time_us(torch, device, lambda: dist.all_reduce(work), payload["iters"])
+    return {"bytes": nbytes, "elements": elements, "time_us": took, "wrong": wrong}
+
+
+def graph_allreduce_row(torch, dist, device, dtype, nbytes, rank, world_size, payload) -> dict:
+    elements = nbytes // DTYPE_BYTES[payload["dtype"]]
+    check = torch.zeros(elements, device=device, dtype=dtype)
+    checked = torch.cuda.CUDAGraph()
+    capture_everywhere(torch, dist, device, checked, lambda: dist.all_reduce(check))
+    check.copy_(rank_pattern(torch, elements, rank, device, dtype))
+    checked.replay()
+    torch.cuda.synchronize(device)
+    wrong = int((check.float() != pattern_sum(torch, elements, world_size, device).float()).sum())
+    work = torch.zeros(elements, device=device, dtype=dtype)
+    timed = torch.cuda.CUDAGraph()
+    # several all-reduces per graph, as in a captured forward pass
+    capture_everywhere(torch, dist, device, timed,
+                       lambda: [dist.all_reduce(work) for _ in range(payload["graph_ops"])])
+    timed.replay()
+    torch.cuda.synchronize(device)
+    dist.barrier()
+    took = time_us(torch, device, timed.replay, payload["graph_replays"]) / payload["graph_ops"]
+    del checked, timed
+    return {"bytes": nbytes, "elements": elements, "time_us": took, "wrong": wrong}
+
+
+def summarize_combination(combo: dict, env: dict, run: dict, world_size: int) -> dict:
+    """One combination's verdict and numbers from its workers' results."""
+    ranks = [run["ranks"][r] for r in sorted(run["ranks"])]
+    factor = allreduce_busbw_factor(world_size)
+    out = {"label": combo_label(combo), "env": env,
+           "wall_s": run["wall_s"], "ok": False, "error": first_error(run)}
+    if out["error"]:
+        out["traceback"] = next((r.get("traceback") for r in ranks if r.get("traceback")), None)
+        eager = eager_part_of_failure(ranks, factor)
+        if eager is not None:  # every rank finished eager: the failure is in the graph stage
+            out["eager"], out["error"] = eager, f"graph: {out['error']}"
+        return out
+    out["init_s"] = max(r["init_s"] for r in ranks)
+    out["eager"] = merge_rank_rows([r["eager"] for r in ranks], factor)
+    graph_error = next((f"graph: {r['graph_error']}" for r in ranks if r.get("graph_error")), None)
+    if ranks[0]["graph"] is None:
+        out["graph_skipped"] = ranks[0].get("graph_skipped")
+    elif not graph_error:
+        out["graph"] = merge_rank_rows([r["graph"] for r in ranks], factor)
+    wrong = [f"{mode} {row['bytes']} B: {row['wrong']} wrong elements"
+             for mode in ("eager", "graph") for row in out.get(mode) or [] if row["wrong"]]
+    out["error"] = graph_error or ("; ".join(wrong) if wrong else None)
+    out["ok"] = out["error"] is None
+    for key in ("device", "capability"):
+        if key in ranks[0]:
+            out[key] = ranks[0][key]
+    return out
+
+
+def verify_size_times(combo: dict) -> dict:
+    pick = {}
+    for mode in ("eager", "graph"):
+        row = next((r for r in combo.get(mode) or [] if r["bytes"] == VERIFY_BYTES), None)
+        pick[f"{mode}_us"] = row["time_us"] if row else None
+    return pick
+
+
+def overall_result(combos: list[dict], world_size: int, header: dict) -> dict:
+    """Status and one-line summary from every combination's verdict."""
+    failed = [c for c in combos if not c["ok"]]
+    status = "fail" if failed else "pass"
+    verify = {c["label"]: verify_size_times(c) for c in combos}
+    ran = f"{world_size} rank{'s' if world_size > 1 else ''}"
+    if failed:
+        summary = f"{ran}: " + "; ".join(f"{c['label']}: {c['error']}" for c in failed)
+    else:
+        best = combos[0]
+        times = verify[best["label"]]
+        summary = (f"{ran}: {len(combos)}/{len(combos)} combinations correct; 42 KiB all-reduce "
+                   f"({best['label']}) eager {fmt_us(times['eager_us'])}, graph {fmt_us(times['graph_us'])}")
+    if world_size == 1:
+        summary += "; multi-rank part skipped: one GPU (1-rank communicator, busbw 0)"
+    details = {**header, "world_size": world_size, "verify_bytes": VERIFY_BYTES,
+               "verify_size_us": verify, "combinations": combos,
+               "busbw_formula": "busbw = algbw x 2(n-1)/n (nccl-tests); 0 at one rank: no data crosses a bus",
+               "time_meaning": "time_us: slowest rank's mean per all-reduce; graph: replay time / ops captured"}
+    if world_size == 1:
+        details["multi_rank"] = {"skipped": "one GPU visible: only a 1-rank communicator can run"}
+    return {"status": status, "summary": summary[:600], "details": details}
+
+
+def payload_from_args(args: dict, backend: str) -> dict:
+    dtype = args.get("dtype", "bfloat16")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype {dtype!r} not one of {sorted(DTYPE_BYTES)}")
+    return {"backend": backend, "dtype": dtype, "sizes": sizes_to_run(args, DTYPE_BYTES[dtype]),
+            "iters": int(args.get("iters", 20)), "warmup": int(args.get("warmup", 5)),
+            "graph": bool(args.get("graph", True)), "graph_ops": int(args.get("graph_ops", 10)),
+            "graph_replays": int(args.get("graph_replays", 5)), "_hang_rank": args.get("_hang_rank")}
+
+
+def probe(args: dict) -> dict:
+    backend = args.get("backend", "nccl")
+    torch, why_not = torch_or_skip_reason(backend)
+    if torch is None:
+        return {"status": "skip", "summary": why_not, "details": {"reason": why_not}}
+    header = {"torch": torch.__version__, "cuda": torch.version.cuda, "backend": backend}
+    if backend == "nccl":
+        visible, source = visible_gpu_count()
+        header.update(gpus_visible=visible, gpu_count_source=source)
+        header["nccl_version"] = nccl_version_text(torch)
+        if visible == 0:
+            why = f"no NVIDIA GPU visible ({source})"
+            return {"status": "skip", "summary": why, "details": {**header, "reason": why}}
+        world_size = int(args.get("world_size") or visible)
+        if world_size > visible:
+            why = f"asked for {world_size} ranks, {visible} GPU(s) visible"
+            return {"status": "skip", "summary": why, "details": {**header, "reason": why}}
+    else:
+        world_size = int(args.get("world_size") or 1)
+    payload = payload_from_args(args, backend)
+    header.update(dtype=payload["dtype"], sizes=payload["sizes"])
+    combos = []
+    for combo in args.get("combinations") or DEFAULT_COMBINATIONS:
+        env = worker_env(args, combo_env(combo))
+        run = run_workers(allreduce_worker, world_size, {**payload, "env": env}, float(args.get("timeout_s", 60)))
+        combos.append(summarize_combination(combo, env, run, world_size))
+    return overall_result(combos, world_size, header)
