@@ -44,7 +44,8 @@ def gpus() -> int:
 
 
 def test_nccl_allreduce_is_correct_eager_and_in_a_graph_for_every_algorithm(gpus):
-    result = run_probe("nccl_allreduce")
+    # named explicitly: by default a 1-rank run keeps only NCCL's choice (see the next test)
+    result = run_probe("nccl_allreduce", {"combinations": [{"algo": None}, {"algo": "Ring"}, {"algo": "Tree"}]})
     details = result["details"]
     assert result["status"] == "pass", result["summary"]
     assert details["world_size"] == gpus and details["nccl_version"]
@@ -58,6 +59,14 @@ def test_nccl_allreduce_is_correct_eager_and_in_a_graph_for_every_algorithm(gpus
     if gpus == 1:
         assert details["multi_rank"]["skipped"] and "multi-rank part skipped" in result["summary"]
         assert all(row["busbw_gbs"] == 0 for c in details["combinations"] for row in c["eager"])
+
+
+def test_nccl_allreduce_default_at_one_rank_skips_ring_and_tree_with_the_reason(gpus):
+    if gpus != 1:
+        pytest.skip("about the one-GPU default")
+    details = run_probe("nccl_allreduce", {"sizes": [43008]})["details"]
+    assert [c["label"] for c in details["combinations"]] == ["default"]
+    assert "always runs Ring/Simple" in details["combinations_skipped"]
 
 
 def test_nccl_alltoall_at_dispatch_sizes(gpus):

@@ -227,8 +227,14 @@ def probe(args: dict) -> dict:
         world_size = int(args.get("world_size") or 1)
     payload = payload_from_args(args, backend)
     header.update(dtype=payload["dtype"], sizes=payload["sizes"])
+    asked = args.get("combinations")
+    if asked is None and world_size == 1:
+        # A 1-rank communicator always runs Ring/Simple whatever NCCL_ALGO says (NCCL's
+        # enqueue.cc cost table), so the Ring and Tree runs would repeat the default one.
+        asked = DEFAULT_COMBINATIONS[:1]
+        header["combinations_skipped"] = "Ring and Tree: at one rank NCCL always runs Ring/Simple"
     combos = []
-    for combo in args.get("combinations") or DEFAULT_COMBINATIONS:
+    for combo in asked or DEFAULT_COMBINATIONS:
         env = worker_env(args, combo_env(combo))
         run = run_workers(allreduce_worker, world_size, {**payload, "env": env}, float(args.get("timeout_s", 60)))
         combos.append(summarize_combination(combo, env, run, world_size))
