@@ -1,6 +1,7 @@
 """The ``envmgr`` command: parse arguments, call the library, render the result.
 
-Exit codes: 0 success; 1 an error (or, for ``validate``, an error finding);
+Exit codes: 0 success; 1 an error (or, for ``validate``, an error finding; for ``triage``,
+a known failure in the log);
 2 for ``plan`` when there are changes (like terraform's ``-detailed-exitcode``).
 Heavy modules are imported inside the commands so ``envmgr --help`` stays fast.
 """
@@ -304,6 +305,17 @@ def probe(
 
         render_probes(report)
     raise typer.Exit(0 if report.ok else 1)
+
+
+@app.command()
+def triage(
+    log: Annotated[Path, typer.Argument(help="SGLang server log", show_default=False)],
+    json_: JsonOpt = False,
+) -> None:
+    """Explain a server log: exit 0 no known failure, 1 findings (--json: a list of them)."""
+    from envmgr.bench.render import triage_command
+
+    raise typer.Exit(triage_command(log, json_))
 
 
 @app.command()

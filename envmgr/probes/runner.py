@@ -26,8 +26,9 @@ from envmgr.probes.contract import MARKER, STATUSES, WRAPPER
 @dataclass(frozen=True)
 class ProbeInfo:
     timeout_s: float
-    exclusive: bool  # timing-sensitive on the GPU: run alone, after the parallel ones
+    exclusive: bool  # timing-sensitive on the GPU: takes its turn on the GPU alone
     what: str
+    default: bool = True  # part of a plain `envmgr probe`; others run when named (--only)
 
 
 # The probes, in the order they are reported. Data, not code: add a script and a line.
@@ -41,6 +42,8 @@ PROBES: dict[str, ProbeInfo] = {
     "symm_mem": ProbeInfo(300, True, "torch symmetric memory: allocation and rendezvous"),
     "nccl_allreduce": ProbeInfo(600, True, "NCCL all-reduce: correctness, latency, CUDA graphs"),
     "nccl_alltoall": ProbeInfo(600, True, "NCCL all-to-all at EP dispatch sizes"),
+    "comm_bench": ProbeInfo(300, True, "verify-step comm: 122 TP all-reduces vs EP dispatch+combine, "
+                                       "eager and graph", default=False),
 }
 
 # NVLink multicast stays off in every probe process (the device machines require it).
@@ -124,7 +127,7 @@ def run_probe(runner: Runner, python: str, probe_id: str, args: dict[str, Any],
 
 def select(only: Sequence[str] | None) -> list[str]:
     if not only:
-        return list(PROBES)
+        return [p for p, info in PROBES.items() if info.default]
     unknown = [p for p in only if p not in PROBES]
     if unknown:
         raise UsageError(f"unknown probe(s): {', '.join(unknown)}", hint=f"known: {', '.join(PROBES)}")

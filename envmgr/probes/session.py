@@ -59,7 +59,10 @@ def probe_args(spec: Spec | None, arch: str | None = None) -> dict[str, dict[str
     """Per-probe arguments from the spec: the target arch and the GPU count."""
     arch = arch or (spec.hardware.gpu.arch if spec else None)
     count = spec.hardware.gpu.count if spec else None
-    args: dict[str, dict[str, Any]] = {"toolchain_arch": {"archs": [arch] if arch else []}}
+    from envmgr.bench.comm import comm_args
+
+    args: dict[str, dict[str, Any]] = {"toolchain_arch": {"archs": [arch] if arch else []},
+                                       "comm_bench": comm_args(spec)}
     if count:
         for probe in ("nccl_allreduce", "nccl_alltoall"):
             args[probe] = {"world_size": count}

@@ -1,0 +1,1 @@
+"""Benchmarks of SGLang configs per environment: launch, triage of server logs, load, reports."""

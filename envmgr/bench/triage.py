@@ -1,0 +1,543 @@
+"""Triage of SGLang server logs: which known failure this is, and what to change.
+
+The signatures are data (``signatures.yaml``); this module only matches them. The same code
+serves ``envmgr triage LOG`` (``triage_text``/``triage_lines``) and the benchmark launcher,
+which feeds a live log line by line into a ``Triage`` (``feed`` returns the new findings as
+they become certain, ``close`` releases the rest when the server is gone).
+
+Rules the matching follows:
+- each line is cleaned first: ANSI colours, ``[2026-01-01 12:00:00 TP3]``/``[DP0 TP1 EP1]``
+  prefixes, docker-compose and logging prefixes are removed, the rank is kept;
+- a root cause is reported once per log however many ranks print it (``ranks`` and ``count``
+  say who and how often);
+- a signature listed in another's ``supersedes`` is dropped when the other is found too
+  (a graph-capture failure caused by FlashInfer's arch gate is ``flashinfer_arch_unsupported``);
+  live, such a generic finding waits ``hold_lines`` lines for its more specific cause;
+- ``findings()`` is the authority: with every line fed and ``close()`` called it equals the
+  batch result, values recomputed from the whole log.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import deque
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from envmgr.errors import KnowledgeBaseError
+
+Value = int | float | str
+
+# ---------------------------------------------------------------------------------------------
+# The data file
+
+
+class NearbyRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    regex: re.Pattern[str]
+    within: int = Field(gt=0)
+
+    @field_validator("regex", mode="before")
+    @classmethod
+    def _compile(cls, raw: Any) -> re.Pattern[str]:
+        return _compile_regex(raw)
+
+
+class ContextRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    regex: re.Pattern[str]
+    reduce: Literal["min", "max", "first", "last"] = "last"
+
+    @field_validator("regex", mode="before")
+    @classmethod
+    def _compile(cls, raw: Any) -> re.Pattern[str]:
+        return _compile_regex(raw, need_groups=True)
+
+
+class Signature(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str
+    priority: int
+    patterns: list[re.Pattern[str]] = Field(min_length=1)
+    requires_before: NearbyRule | None = None
+    context: list[ContextRule] = []
+    compute: str | None = None
+    keep_text: list[str] = []
+    supersedes: list[str] = []
+    message: list[str] = Field(min_length=1)
+    fix: list[str] = Field(min_length=1)
+    sources: list[str] = Field(min_length=1)
+
+    @field_validator("patterns", mode="before")
+    @classmethod
+    def _compile_all(cls, raw: Any) -> list[re.Pattern[str]]:
+        if not isinstance(raw, list):
+            raise ValueError("patterns must be a list of regexes")
+        return [_compile_regex(p) for p in raw]
+
+    @field_validator("compute")
+    @classmethod
+    def _known_compute(cls, name: str | None) -> str | None:
+        if name is not None and name not in COMPUTE:
+            raise ValueError(f"unknown compute {name!r}; known: {sorted(COMPUTE)}")
+        return name
+
+
+class SignatureSet(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    hold_lines: int = Field(ge=0)
+    ignore_lines: list[re.Pattern[str]] = []
+    signatures: list[Signature] = Field(min_length=1)
+
+    @field_validator("ignore_lines", mode="before")
+    @classmethod
+    def _compile_ignores(cls, raw: Any) -> list[re.Pattern[str]]:
+        return [_compile_regex(p) for p in raw or []]
+
+    def by_id(self) -> dict[str, Signature]:
+        return {s.id: s for s in self.signatures}
+
+    def superseded_by(self) -> dict[str, set[str]]:
+        """id -> ids of the signatures that explain it better."""
+        result: dict[str, set[str]] = {}
+        for sig in self.signatures:
+            for generic in sig.supersedes:
+                result.setdefault(generic, set()).add(sig.id)
+        return result
+
+    def check_consistency(self) -> None:
+        ids = [s.id for s in self.signatures]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate signature ids: {duplicates}")
+        unknown = sorted({g for s in self.signatures for g in s.supersedes} - set(ids))
+        if unknown:
+            raise ValueError(f"supersedes names unknown ids: {unknown}")
+
+
+def _compile_regex(raw: Any, need_groups: bool = False) -> re.Pattern[str]:
+    if isinstance(raw, re.Pattern):
+        return raw
+    if not isinstance(raw, str):
+        raise ValueError(f"a regex must be a string, got {raw!r}")
+    try:
+        compiled = re.compile(raw)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {raw!r}: {exc}") from exc
+    if need_groups and not compiled.groupindex:
+        raise ValueError(f"a context regex needs named groups: {raw!r}")
+    return compiled
+
+
+def parse_signatures(text: str, origin: str = "signatures.yaml") -> SignatureSet:
+    """Validate signature data; malformed data is a ``KnowledgeBaseError`` (a bug in envmgr)."""
+    try:
+        loaded = SignatureSet.model_validate(yaml.safe_load(text))
+        loaded.check_consistency()
+    except (yaml.YAMLError, ValidationError, ValueError) as exc:
+        raise KnowledgeBaseError(f"{origin}: {exc}") from exc
+    return loaded
+
+
+@lru_cache(maxsize=1)
+def load_signatures() -> SignatureSet:
+    """The signatures shipped with envmgr (read once per process)."""
+    text = resources.files("envmgr.bench").joinpath("signatures.yaml").read_text(encoding="utf-8")
+    return parse_signatures(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cleaning a log line
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+RANK_TOKEN = re.compile(r"\b(?:DP|TP|EP|PP|CP|ATTN_TP|ATTN_DP|MOE_EP)\d+\b")
+# One prefix at a time, repeated: a docker-compose service column, a Python logging header,
+# SGLang's "[timestamp ranks]" bracket, a Ray worker tag.
+PREFIXES = (
+    re.compile(r"^[\w.-]+\s+\|\s?"),
+    re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.,]+\s+-\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+"),
+    re.compile(r"^\[(?P<inner>(?:\d{4}-\d\d-\d\d[ T][\d:.,]+)?(?:\s*(?:DP|TP|EP|PP|CP|ATTN_TP"
+               r"|ATTN_DP|MOE_EP)\d+)*)\]\s*"),
+    re.compile(r"^\(\w+ pid=\d+\)\s*"),
+)
+
+
+@dataclass(frozen=True)
+class CleanLine:
+    text: str               # what the patterns see
+    rank: str | None        # "TP3", "DP0 TP1 EP1"; None when the line carries none
+    prefixed: bool = False  # a timestamp/rank/logger prefix was removed
+
+
+def clean_line(raw: str) -> CleanLine:
+    """Strip colours and prefixes; keep the rank of a ``[... TP3]`` prefix."""
+    text = ANSI.sub("", raw).replace("\r", "").rstrip()
+    rank: str | None = None
+    prefixed = False
+    changed = True
+    while changed:
+        changed = False
+        for prefix in PREFIXES:
+            match = prefix.match(text)
+            if match and match.end() > 0:
+                inner = match.groupdict().get("inner") or ""
+                if "inner" in match.groupdict() and not inner.strip():
+                    continue  # "[]" is content, not a prefix
+                ranks = RANK_TOKEN.findall(inner)
+                rank = " ".join(ranks) if ranks else rank
+                text = text[match.end():]
+                changed = prefixed = True
+    return CleanLine(text=text.strip(), rank=rank, prefixed=prefixed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Values and their derivations
+
+
+def to_value(raw: str, name: str = "", keep_text: Iterable[str] = ()) -> Value:
+    """Numbers from the log become numbers; versions ("550.140") and ``keep_text`` stay text."""
+    raw = raw.strip()
+    if name.endswith("_version") or name in keep_text:
+        return raw
+    if re.fullmatch(r"-?\d+", raw):
+        return int(raw)
+    if re.fullmatch(r"-?\d*\.\d+|-?\d+\.\d*", raw):
+        return float(raw)
+    return raw
+
+
+def display(value: Value) -> str:
+    """How a value reads in a message: 0.778734296875 -> 0.7787, 16.30 -> 16.3."""
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".") if value == value else "nan"
+    return str(value)
+
+
+def _round_up(value: float, step: float = 0.01) -> float:
+    return round(math.ceil(value / step - 1e-9) * step, 4)
+
+
+MAX_MEM_FRACTION = 0.95  # above this there is no headroom left for activations at all
+KV_SHARE = 0.5           # suggested: the KV pool gets half of what is free after the weights
+
+
+def kv_pool_sizing(values: dict[str, Value]) -> dict[str, Value]:
+    """SGLang's sizing (``profile_max_num_token``), solved for mem_fraction_static.
+
+    rest = available_after_weights - total * (1 - mem_fraction_static), where ``total`` is the
+    memory free before the weights ("Load weight begin. avail mem"; else avail + mem usage of
+    "Load weight end"), lowest rank. rest <= 0 is this failure. The smallest working value is
+    1 - available/total. The suggestion gives the pool ``KV_SHARE`` of ``available`` and keeps
+    the rest as headroom for activations and CUDA graphs, rounded up to 0.01 and capped at
+    ``MAX_MEM_FRACTION``; when even the smallest working value is above the cap, no value helps.
+    """
+    derived: dict[str, Value] = {}
+    fraction = _number(values.get("mem_fraction_static"))
+    if fraction is not None:
+        derived["step_mem_fraction_static"] = min(round(fraction + 0.05, 2), MAX_MEM_FRACTION)
+    available = _number(values.get("avail_after_weights_gb"))
+    total = _number(values.get("total_gb"))
+    weights = _number(values.get("weights_gb"))
+    if total is None and available is not None and weights is not None:
+        total = round(available + weights, 2)
+        derived["total_gb"] = total
+    if fraction is None or available is None or total is None:
+        return derived
+    if not (0 < fraction <= 1 and 0 < available <= total):
+        return derived  # numbers that cannot come from one sane launch: no arithmetic on them
+    reserved = total * (1 - fraction)
+    minimum = 1 - available / total
+    derived.update(reserved_gb=round(reserved, 2), kv_pool_gb=round(available - reserved, 2),
+                   min_mem_fraction_static=round(minimum, 4))
+    if minimum >= MAX_MEM_FRACTION:
+        derived["no_room"] = (
+            f"no --mem-fraction-static fixes this: the weights leave only {display(available)} GB "
+            f"of {display(total)} GB per GPU, and the smallest working value "
+            f"{display(round(minimum, 4))} leaves no headroom for activations. Spread the model "
+            f"over more GPUs or use a smaller quantization.")
+        return derived
+    half_split = _round_up(1 - available * (1 - KV_SHARE) / total)
+    suggested = min(half_split, MAX_MEM_FRACTION)
+    derived["suggested_mem_fraction_static"] = suggested
+    derived["sizing"] = _sizing_text(values, fraction, available, total, reserved, minimum,
+                                     suggested, capped=half_split > MAX_MEM_FRACTION)
+    return derived
+
+
+def _sizing_text(values: dict[str, Value], fraction: float, available: float, total: float,
+                 reserved: float, minimum: float, suggested: float, capped: bool) -> str:
+    d = display
+    new_pool = available - total * (1 - suggested)
+    headroom = total * (1 - suggested)
+    why = (f"{MAX_MEM_FRACTION} is the most that keeps headroom" if capped
+           else "about half of the free memory each")
+    text = (f"after the weights {d(available)} GB of {d(total)} GB per GPU are free (lowest rank); "
+            f"SGLang keeps total*(1-{d(fraction)}) = {d(round(reserved, 2))} GB for activations "
+            f"and CUDA graphs, so the KV pool got {d(available)} - {d(round(reserved, 2))} = "
+            f"{d(round(available - reserved, 2))} GB. Any value above {d(round(minimum, 4))} "
+            f"(= 1 - {d(available)}/{d(total)}) makes it positive; {d(suggested)} gives the pool "
+            f"{d(round(new_pool, 2))} GB and keeps {d(round(headroom, 2))} GB of headroom ({why})")
+    per_token = _kv_bytes_per_token_gb(values)
+    if per_token:
+        text += f", about {int(new_pool / per_token):,} tokens at the logged KV size per token"
+    return text + ". If CUDA graph capture then runs out of memory, lower --cuda-graph-max-bs."
+
+
+def _kv_bytes_per_token_gb(values: dict[str, Value]) -> float | None:
+    tokens = _number(values.get("kv_tokens"))
+    size = _number(values.get("kv_size_gb"))
+    if size is None:
+        k, v = _number(values.get("k_size_gb")), _number(values.get("v_size_gb"))
+        size = k + v if k is not None and v is not None else None
+    if not tokens or not size:
+        return None
+    return size / tokens
+
+
+def driver_cuda(values: dict[str, Value]) -> dict[str, Value]:
+    """torch prints the driver's CUDA as an integer: 12020 -> "12.2"."""
+    found = values.get("driver_cuda_number")
+    if not isinstance(found, int):
+        return {}
+    return {"driver_cuda": f"{found // 1000}.{(found % 1000) // 10}"}
+
+
+def _number(value: Value | None) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+# Derived sentences for the fix templates; they are not values read from the log.
+PROSE = frozenset({"sizing", "no_room"})
+
+COMPUTE: dict[str, Callable[[dict[str, Value]], dict[str, Value]]] = {
+    "kv_pool_sizing": kv_pool_sizing,
+    "driver_cuda": driver_cuda,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings
+
+
+@dataclass
+class Finding:
+    """One root cause found in a log (once, however many ranks printed it)."""
+
+    id: str
+    line: int                  # 1-based, the first line where it was seen
+    title: str
+    message: str
+    fix: str
+    values: dict[str, Value]
+    text: str                  # that log line, cleaned
+    rank: str | None = None    # rank of that line ("TP3"), when the log says
+    ranks: list[str] = field(default_factory=list)  # every rank that printed it
+    count: int = 1             # how many lines matched
+    priority: int = 0
+    sources: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "line": self.line, "title": self.title, "message": self.message,
+                "fix": self.fix, "values": self.values, "rank": self.rank, "ranks": self.ranks,
+                "count": self.count, "text": self.text, "priority": self.priority,
+                "sources": self.sources}
+
+
+@dataclass
+class _Hit:
+    """The first match of a signature, plus who else printed it."""
+
+    signature: Signature
+    line: int
+    text: str
+    rank: str | None
+    values: dict[str, Value]
+    ranks: list[str] = field(default_factory=list)
+    count: int = 1
+    reported: bool = False
+
+
+class Triage:
+    """Incremental triage: feed lines as the log grows, get findings as soon as they are sure."""
+
+    def __init__(self, signatures: SignatureSet | None = None) -> None:
+        self._set = signatures or load_signatures()
+        self._superseded_by = self._set.superseded_by()
+        self._hits: dict[str, _Hit] = {}
+        self._context: dict[str, Value] = {}
+        self._recent: deque[str] = deque(maxlen=self._lookback())
+        self._line_no = 0
+        self._traceback_rank: str | None = None
+
+    def _lookback(self) -> int:
+        return max((s.requires_before.within for s in self._set.signatures
+                    if s.requires_before), default=1)
+
+    # -- feeding ------------------------------------------------------------------------------
+    def feed(self, raw_line: str) -> list[Finding]:
+        """Take one log line; return the findings that became certain with it."""
+        self._line_no += 1
+        line = clean_line(raw_line)
+        rank = self._rank_of(line)
+        if not any(ignore.search(line.text) for ignore in self._set.ignore_lines):
+            self._collect_context(line.text)
+            for signature in self._set.signatures:
+                values = self._match(signature, line.text)
+                if values is not None:
+                    self._record(signature, line, rank, values)
+        self._recent.append(line.text)
+        return self._release(final=False)
+
+    def close(self) -> list[Finding]:
+        """The log ended (the server is gone): release findings held for a better cause."""
+        return self._release(final=True)
+
+    def findings(self) -> list[Finding]:
+        """Every root cause so far, most specific first, values from the whole log."""
+        hits = [h for h in self._hits.values() if not self._is_superseded(h)]
+        hits.sort(key=lambda h: (-h.signature.priority, h.line))
+        return [self._render(h) for h in hits]
+
+    def _rank_of(self, line: CleanLine) -> str | None:
+        # Traceback lines carry no prefix; they belong to the rank that started the latest
+        # traceback (a guess when ranks interleave). A prefixed line ends that traceback.
+        if line.prefixed:
+            starts = "Traceback" in line.text or "exception" in line.text.lower()
+            self._traceback_rank = line.rank if starts else None
+            return line.rank
+        return self._traceback_rank
+
+    def _collect_context(self, text: str) -> None:
+        for signature in self._set.signatures:
+            for rule in signature.context:
+                match = rule.regex.search(text)
+                if match:
+                    for name, raw in match.groupdict().items():
+                        if raw is not None:
+                            self._reduce(name, to_value(raw, name), rule.reduce)
+
+    def _reduce(self, name: str, value: Value, how: str) -> None:
+        old = self._context.get(name)
+        if old is None or how == "last":
+            self._context[name] = value
+        elif how == "min" and _comparable(old, value):
+            self._context[name] = min(old, value)  # type: ignore[type-var]
+        elif how == "max" and _comparable(old, value):
+            self._context[name] = max(old, value)  # type: ignore[type-var]
+
+    def _match(self, signature: Signature, text: str) -> dict[str, Value] | None:
+        for pattern in signature.patterns:
+            match = pattern.search(text)
+            if match:
+                if signature.requires_before and not self._seen_recently(signature.requires_before):
+                    return None
+                return {k: to_value(v, k, signature.keep_text)
+                        for k, v in match.groupdict().items() if v is not None}
+        return None
+
+    def _seen_recently(self, rule: NearbyRule) -> bool:
+        recent = list(self._recent)[-rule.within:]
+        return any(rule.regex.search(text) for text in recent)
+
+    def _record(self, signature: Signature, line: CleanLine, rank: str | None,
+                values: dict[str, Value]) -> None:
+        hit = self._hits.get(signature.id)
+        if hit is None:
+            hit = _Hit(signature, self._line_no, line.text, rank, values)
+            self._hits[signature.id] = hit
+        else:
+            hit.count += 1
+            for name, value in values.items():  # a later line may carry what the first lacked
+                hit.values.setdefault(name, value)
+        if rank and rank not in hit.ranks:
+            hit.ranks.append(rank)
+
+    # -- releasing ----------------------------------------------------------------------------
+    def _release(self, final: bool) -> list[Finding]:
+        ready = [h for h in self._hits.values()
+                 if not h.reported and not self._is_superseded(h)
+                 and (final or self._waited_enough(h))]
+        ready.sort(key=lambda h: (-h.signature.priority, h.line))
+        for hit in ready:
+            hit.reported = True
+        return [self._render(h) for h in ready]
+
+    def _waited_enough(self, hit: _Hit) -> bool:
+        if hit.signature.id not in self._superseded_by:
+            return True  # nothing can explain it better: report at once
+        return self._line_no - hit.line >= self._set.hold_lines
+
+    def _is_superseded(self, hit: _Hit) -> bool:
+        return any(better in self._hits for better in self._superseded_by.get(hit.signature.id, ()))
+
+    # -- rendering ----------------------------------------------------------------------------
+    def _render(self, hit: _Hit) -> Finding:
+        signature = hit.signature
+        values = self._values_for(signature, hit.values)
+        numbers = {k: v for k, v in values.items() if k not in PROSE}
+        return Finding(
+            id=signature.id, line=hit.line, title=signature.title,
+            message=fill_template(signature.message, values),
+            fix=fill_template(signature.fix, values), values=numbers, text=hit.text,
+            rank=hit.rank, ranks=list(hit.ranks), count=hit.count,
+            priority=signature.priority, sources=list(signature.sources))
+
+    def _values_for(self, signature: Signature, own: dict[str, Value]) -> dict[str, Value]:
+        # The matched line's own numbers win over the same names read elsewhere in the log.
+        names = {n for rule in signature.context for n in rule.regex.groupindex}
+        values = {n: self._context[n] for n in sorted(names) if n in self._context}
+        values.update(own)
+        if signature.compute:
+            values.update(COMPUTE[signature.compute](values))
+        return values
+
+
+def _comparable(a: Value, b: Value) -> bool:
+    return isinstance(a, (int, float)) == isinstance(b, (int, float))
+
+
+FORMATTER = string.Formatter()
+
+
+def fill_template(templates: list[str], values: dict[str, Value]) -> str:
+    """The first template whose placeholders all have values, filled in."""
+    for template in templates:
+        names = {name for _, name, _, _ in FORMATTER.parse(template) if name}
+        if names <= values.keys():
+            return template.format_map({n: display(values[n]) for n in names})
+    return templates[-1].split("{")[0].rstrip(" :(") + "."
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch entry points
+
+
+def triage_lines(lines: Iterable[str], signatures: SignatureSet | None = None) -> list[Finding]:
+    """Findings of a whole log given as lines (without their newlines, or with)."""
+    triage = Triage(signatures)
+    for line in lines:
+        triage.feed(line.rstrip("\n"))
+    triage.close()
+    return triage.findings()
+
+
+def triage_text(text: str, signatures: SignatureSet | None = None) -> list[Finding]:
+    """Findings of a whole log. Lines are split on \\n only, so line numbers match editors
+    even where progress bars use \\r."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return triage_lines(lines, signatures)
+
+
+def read_log(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", errors="replace")
