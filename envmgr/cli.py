@@ -93,6 +93,8 @@ def plan(
     from_: Annotated[Optional[Path], typer.Option(
         "--from", help="Plan from another spec (an environment realized from it)")] = None,
     facts: FactsOpt = None,
+    backend: Annotated[Optional[str], typer.Option(
+        "--backend", help="ansible://GROUP?inventory=FILE: check mode (--check --diff) on the hosts")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """What applying SPEC would change: exit 0 no changes, 2 changes, 1 error."""
@@ -102,6 +104,10 @@ def plan(
     from envmgr.spec import load_spec
 
     loaded = load_spec(spec)
+    if backend is not None:
+        if from_ is not None or facts is not None:
+            raise UsageError("give --backend, or --from/--facts, not both")
+        raise typer.Exit(_plan_on_hosts(loaded, backend, json_))
     observed = _load_facts(facts)
     if from_ is not None:
         if facts is not None:
@@ -127,6 +133,24 @@ def plan(
 
         render_plan(loaded, current.label, actions, findings)
     raise typer.Exit(2 if actions else 0)
+
+
+def _plan_on_hosts(loaded, url: str, json_: bool) -> int:
+    """Check mode on the backend's hosts: per-host changes; 2 when any host would change.
+    A host that fails or is unreachable even in check mode raises (BackendError: exit 1)."""
+    from envmgr.backends import open_backend
+
+    with open_backend(url) as target:
+        if not hasattr(target, "check"):
+            raise UsageError(f"{url}: plan --backend needs a backend with a check mode",
+                             hint="use ansible://GROUP?inventory=FILE")
+        report = target.check(loaded, _progress)
+    if json_:
+        _emit({"spec": str(loaded.path), "name": loaded.spec.metadata.name, "backend": target.url,
+               "changes": len(report.changed_hosts), "hosts": report.to_dict()["hosts"]})
+    else:
+        print(report.changes_text())
+    return 2 if report.changed_hosts else 0
 
 
 @app.command()
@@ -176,7 +200,8 @@ def _confirm(yes: bool, show: bool):
 def apply(
     spec: SpecArg,
     backend: Annotated[Optional[str], typer.Option(
-        "--backend", help="venv://[PATH], docker://REPOSITORY[?base=IMAGE&wheelhouse=1] (default: the spec's)")] = None,
+        "--backend", help="venv://[PATH], docker://REPOSITORY[?base=IMAGE&wheelhouse=1], "
+                          "ansible://GROUP?inventory=FILE (default: the spec's)")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before applying")] = False,
     home: HomeOpt = None,
     json_: JsonOpt = False,

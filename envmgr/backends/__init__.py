@@ -3,7 +3,8 @@
     local://                     this host, as it is (facts and run; nothing to realize)
     venv://[PATH][?installer=pip]  a venv; without PATH one is made per generation
     docker://REPOSITORY[?base=IMAGE&wheelhouse=1]   an image built from the spec
-    ansible://GROUP?inventory=FILE  hosts provisioned by Ansible (arrives with issue 4)
+    ansible://GROUP[?inventory=FILE&apt=online|offline&host_kind=auto|container|host&reboot=0|1]
+                                 hosts provisioned by Ansible (inventory default: the spec's)
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def default_url(spec: Spec) -> str:
         return f"docker://{realize.docker.tag or 'envmgr/' + spec.metadata.name}"
     if realize.backend == "venv":
         return f"venv://{realize.venv.path}" if realize.venv.path else "venv://"
-    if realize.backend == "ansible":
-        return f"ansible://{realize.ansible.group}?inventory={realize.ansible.inventory}"
+    if realize.backend == "ansible":  # the backend reads the inventory from the spec, relative to it
+        return f"ansible://{realize.ansible.group}"
     return "local://"
 
 
@@ -57,4 +58,6 @@ def open_backend(url: str) -> Backend:
         from envmgr.backends.docker import DockerBackend
 
         return DockerBackend(url)
-    raise UsageError(f"{scheme}:// cannot be used yet", hint="host provisioning with Ansible is issue 4")
+    from envmgr.backends.ansible import AnsibleBackend
+
+    return AnsibleBackend(url)

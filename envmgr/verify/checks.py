@@ -53,12 +53,13 @@ for dist in metadata.distributions():
 """
 
 # Prints the nvcc that CUDA_HOME, then PATH, leads to; nothing when neither has one.
+# FlashInfer's lookup order (FACTS.md): CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda.
 NVCC_SEARCH_SCRIPT = r"""
-if [ -n "$CUDA_HOME" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
-  echo "$CUDA_HOME/bin/nvcc"
-else
-  command -v nvcc || true
-fi
+for home in "$CUDA_HOME" "$CUDA_PATH"; do
+  if [ -n "$home" ] && [ -x "$home/bin/nvcc" ]; then echo "$home/bin/nvcc"; exit 0; fi
+done
+command -v nvcc && exit 0
+if [ -x /usr/local/cuda/bin/nvcc ]; then echo /usr/local/cuda/bin/nvcc; fi
 """
 
 # Run by the target's interpreter: the nvcc of an nvidia-cuda-nvcc wheel
@@ -254,7 +255,8 @@ def observe_nvcc(check: Check, host: Host) -> Observation:
     if not nvcc and check.pip_toolkit:
         nvcc = host.run("%s -c %s", check.python, PIP_NVCC_SCRIPT).stdout.strip()
     if not nvcc:
-        where = "CUDA_HOME/bin, PATH" + (f" or {check.python}'s nvidia wheels" if check.pip_toolkit else "")
+        where = ("CUDA_HOME/bin, CUDA_PATH/bin, PATH, /usr/local/cuda/bin"
+                 + (f" or {check.python}'s nvidia wheels" if check.pip_toolkit else ""))
         return False, f"no nvcc ({where})"
     out = host.run("%s --version", nvcc)
     if out.rc != 0:

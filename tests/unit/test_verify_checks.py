@@ -168,7 +168,7 @@ def test_nvcc_and_link_fail_readably_without_a_toolkit(local, monkeypatch, tmp_p
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))  # an empty CUDA_HOME and no nvcc on PATH
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     results = local_checks(local, cuda={"toolkits": [{"version": "13.0", "prefix": "/nonexistent/cuda-13.0"}]})
-    assert results["nvcc:version"].found == "no nvcc (CUDA_HOME/bin, PATH)"
+    assert results["nvcc:version"].found == "no nvcc (CUDA_HOME/bin, CUDA_PATH/bin, PATH, /usr/local/cuda/bin)"
     assert not results["cuda:link"].ok
 
 

@@ -1,0 +1,212 @@
+"""The ansible backend against three real containers acting as hosts (Ansible's
+community.docker.docker connection, i.e. `docker exec`), through real ansible-runner.
+
+One module-scoped fleet goes through the rollout story in order: check mode sees changes,
+the first run provisions every host, a second run changes nothing, check mode then sees
+nothing; testinfra verifies every host; an upgrade with one broken host stops the rollout
+there (serial 1, max_fail_percentage 0) and a re-run after the repair converges.
+The hosts have no network: the wheels come from the controller (downloaded here, cached).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from envmgr.spec import load_spec
+
+pytestmark = pytest.mark.integration
+
+pytest.importorskip("ansible_runner", reason="ansible-runner is not installed")
+pytest.importorskip("ansible", reason="ansible-core is not installed (pip install ansible)")
+pytest.importorskip("testinfra", reason="pytest-testinfra is not installed")
+
+from envmgr.backends.ansible import CURRENT_ENV, AnsibleBackend, RolloutFailed  # noqa: E402
+
+HOSTS = 3
+PYTHON = f"{CURRENT_ENV}/bin/python"
+BROKEN_TASK = "python_env : python | create the venv with python3.11"
+# What breaks the middle host: python's venv module gone (ansible itself still runs).
+VENV_MODULE = "/usr/lib/python3.11/venv"
+STUB_DIR = "/opt/envmgr/tool/bin"
+STUB = '#!/bin/sh\necho "{\\"stand_in\\": \\"envmgr\\", \\"args\\": \\"$*\\"}"\n'
+
+SPEC = """\
+apiVersion: envmgr/v1
+metadata: {{name: fleet-demo}}
+hardware: {{gpu: {{arch: sm_90}}}}
+driver: {{version: "580.95.05"}}
+cuda:
+  toolkits: [{{version: "13.0", source: pip}}]
+python:
+  version: "3.11"
+  packages: {{packaging: "{packaging}"}}
+realize:
+  backend: ansible
+  ansible: {{serial: 1, max_fail_percentage: 0}}
+"""
+
+
+def collection_present(name: str) -> bool:
+    ansible_galaxy = shutil.which("ansible-galaxy")
+    if ansible_galaxy is None:
+        return False
+    out = subprocess.run([ansible_galaxy, "collection", "list", name], capture_output=True, text=True)
+    return name in out.stdout
+
+
+@pytest.fixture(scope="module")
+def fleet(docker_client, base_image, tmp_path_factory):
+    """Three long-running containers of the base image and an inventory naming them."""
+    if shutil.which("docker") is None:
+        pytest.skip("the docker CLI is absent (the community.docker.docker connection uses it)")
+    if not collection_present("community.docker"):
+        pytest.skip("the community.docker collection is absent (pip install ansible)")
+    prefix = f"envmgr-fleet-{uuid.uuid4().hex[:6]}"
+    names = [f"{prefix}-h{i}" for i in range(1, HOSTS + 1)]
+    containers = []
+    try:
+        for name in names:
+            containers.append(docker_client.containers.run(
+                base_image, ["sleep", "infinity"], name=name, detach=True,
+                network_mode="none", labels={"dev.envmgr.test": "ansible-fleet"}))
+        where = tmp_path_factory.mktemp("fleet")
+        inventory = where / "inventory.yml"
+        inventory.write_text(
+            "all:\n  hosts:\n" + "".join(f"    {name}: {{}}\n" for name in names)
+            + "  vars:\n    ansible_connection: community.docker.docker\n    ansible_user: root\n",
+            encoding="utf-8")
+        yield {"names": names, "inventory": inventory, "dir": where, "containers": containers}
+    finally:
+        for container in containers:
+            container.remove(force=True)
+
+
+def spec_file(where: Path, packaging: str) -> Path:
+    path = where / f"fleet-{packaging}.yaml"
+    path.write_text(SPEC.format(packaging=packaging), encoding="utf-8")
+    return path
+
+
+def backend_for(fleet) -> AnsibleBackend:
+    return AnsibleBackend(f"ansible://all?inventory={fleet['inventory']}&apt=offline")
+
+
+def sh(container, command: str) -> str:
+    code, out = container.exec_run(["sh", "-c", command])
+    return out.decode().strip()
+
+
+@pytest.fixture(scope="module")
+def progress_lines():
+    return []
+
+
+def test_check_mode_reports_changes_before_the_first_run(fleet, progress_lines):
+    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    report = backend_for(fleet).check(loaded, progress_lines.append)
+    assert [h.host for h in report.changed_hosts] == fleet["names"]
+    for host in report.hosts.values():
+        assert any("create the venv" in task for task in host.changed_tasks), host.changed_tasks
+        assert any("pin the driver to branch 580" in task for task in host.changed_tasks)
+    # nothing was changed by check mode
+    assert sh(fleet["containers"][0], "ls /opt/envmgr 2>&1") .endswith("No such file or directory")
+
+
+def test_first_run_provisions_every_host(fleet, tmp_path):
+    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    lines: list[str] = []
+    backend = backend_for(fleet)
+    # envmgr itself is not installed on the hosts; a stand-in on the first one shows that
+    # envmgr_probe runs it and its JSON lands in the generation
+    sh(fleet["containers"][0], f"mkdir -p {STUB_DIR} && printf '%s' '{STUB}' > {STUB_DIR}/envmgr "
+                               f"&& chmod +x {STUB_DIR}/envmgr")
+    realized = backend.realize(loaded, [], lines.append, tmp_path / "gen1")
+    hosts = realized.details["hosts"]
+    assert [hosts[name]["state"] for name in fleet["names"]] == ["changed"] * HOSTS
+    # progress: one line per task start and per host result; host-only driver steps say why
+    assert any(line.startswith("TASK python_env : python | install the lock") for line in lines)
+    assert any("skipped on a container: building the kernel module with DKMS" in line for line in lines)
+    assert all("skipped on a container: reboot" in " ".join(h["skip_reasons"]) for h in hosts.values())
+    probe = tmp_path / "gen1" / "ansible" / "probe"
+    assert sorted(p.name for p in probe.iterdir()) == [f"{fleet['names'][0]}.facts.json"]
+    assert json.loads((probe / f"{fleet['names'][0]}.facts.json").read_text()) == {
+        "stand_in": "envmgr", "args": f"facts --json --python {realized.location}/bin/python"}
+    assert "envmgr facts` cannot run on the host" in " ".join(hosts[fleet["names"][1]]["skip_reasons"])
+    # artifacts stay in the generation
+    assert (tmp_path / "gen1" / "ansible" / "artifacts" / "apply" / "job_events").is_dir()
+    # the toolkit is real: nvcc 13.0 through /usr/local/cuda (alternatives), on every host
+    results = backend.run_all(["/usr/local/cuda/bin/nvcc", "--version"])
+    assert list(results) == fleet["names"]
+    assert all("release 13.0" in r.stdout for r in results.values())
+    for container in fleet["containers"]:
+        assert sh(container, "readlink /usr/local/cuda") == "/etc/alternatives/cuda"
+        assert sh(container, f"readlink {CURRENT_ENV}") == realized.location
+        pin = sh(container, "cat /etc/apt/preferences.d/envmgr-nvidia-driver")
+        assert "Pin: version 580.95.05-*" in pin
+
+
+def test_second_run_changes_nothing(fleet, tmp_path):
+    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    realized = backend_for(fleet).realize(loaded, [], lambda line: None, tmp_path / "gen2")
+    for name in fleet["names"]:
+        host = realized.details["hosts"][name]
+        assert (host["state"], host["changed"], host["changed_tasks"]) == ("ok", 0, []), host
+
+
+def test_check_mode_reports_nothing_after(fleet):
+    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    report = backend_for(fleet).check(loaded, lambda line: None)
+    assert report.changed_hosts == []
+    assert all(h.state == "ok" for h in report.hosts.values())
+
+
+def test_verify_passes_on_every_host(fleet):
+    from envmgr.verify import verify
+
+    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    url = f"ansible://all?ansible_inventory={fleet['inventory']}"
+    results = verify(loaded.spec, [url], python=PYTHON)
+    assert {r.host.partition("://")[2] for r in results} == set(fleet["names"])
+    # verify's nvcc search (CUDA_HOME, PATH, the env's wheels) does not look at /usr/local/cuda
+    # yet, and `docker exec` has no CUDA_HOME: that one check is proven through run() above.
+    failed = [r.message for r in results if not r.ok]
+    assert failed == []
+    assert {r.check for r in results} >= {"python:version", "package:packaging"}
+
+
+def test_broken_host_stops_the_rollout_and_a_rerun_converges(fleet, tmp_path):
+    h1, h2, h3 = fleet["containers"]
+    old_env = sh(h1, f"readlink {CURRENT_ENV}")
+    loaded = load_spec(spec_file(fleet["dir"], "24.1"))
+    backend = backend_for(fleet)
+    assert sh(h2, f"mv {VENV_MODULE} {VENV_MODULE}.off && echo moved") == "moved"
+    try:
+        with pytest.raises(RolloutFailed) as caught:
+            backend.realize(loaded, [], lambda line: None, tmp_path / "gen3")
+    finally:
+        sh(h2, f"mv {VENV_MODULE}.off {VENV_MODULE}")
+    report = caught.value.report
+    first, broken, after = (report.hosts[name] for name in fleet["names"])
+    assert (first.state, broken.state, after.state) == ("changed", "failed", "not run")
+    assert broken.failed_task == BROKEN_TASK
+    assert "No module named venv" in broken.message
+    assert fleet["names"][1] in str(caught.value) and BROKEN_TASK in str(caught.value)
+    # before: upgraded completely; broken: still on the old env; after: untouched
+    new_env = sh(h1, f"readlink {CURRENT_ENV}")
+    assert new_env != old_env and sh(h1, f"cat {new_env}/.envmgr-complete").startswith("{")
+    assert sh(h1, "readlink /opt/envmgr/previous-env") == old_env
+    assert sh(h2, f"readlink {CURRENT_ENV}") == old_env
+    assert sh(h3, f"readlink {CURRENT_ENV}") == old_env
+    assert sh(h3, f"test -e {new_env} && echo exists || echo absent") == "absent"
+
+    # repaired: the same apply converges, and the host done before changes nothing
+    realized = backend.realize(loaded, [], lambda line: None, tmp_path / "gen4")
+    hosts = realized.details["hosts"]
+    assert [hosts[name]["state"] for name in fleet["names"]] == ["ok", "changed", "changed"]
+    assert all(sh(c, f"readlink {CURRENT_ENV}") == new_env for c in fleet["containers"])

@@ -1,0 +1,168 @@
+"""Runner events -> progress lines, per-host results, command results and the rollout error,
+on events recorded from a real run (tests/fixtures/ansible) and on small hand-made ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envmgr.backends.ansible import (
+    HostResult,
+    RolloutFailed,
+    RunReport,
+    command_results,
+    host_results,
+    progress_line,
+    result_message,
+    task_name,
+)
+from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ansible"
+BROKEN_TASK = "python_env : python | create the venv with python3.11"
+
+
+@pytest.fixture(scope="module")
+def rollout_events() -> list[dict]:
+    return json.loads((FIXTURES / "rollout_failed_events.json").read_text(encoding="utf-8"))
+
+
+def test_recorded_rollout_names_the_failing_host_and_task(rollout_events):
+    results = host_results(rollout_events, ["h1", "h2", "h3"])
+    assert list(results) == ["h1", "h2", "h3"]
+    h1, h2, h3 = results.values()
+    assert (h1.state, h2.state, h3.state) == ("changed", "failed", "not run")
+    assert h2.failed_task == BROKEN_TASK
+    assert "No module named venv" in h2.message
+    assert h1.failed_task is None and h1.failures == 0 and h1.changed == len(h1.changed_tasks) > 0
+    assert (h3.ok, h3.changed, h3.failures) == (0, 0, 0)
+
+
+def test_recorded_rollout_keeps_the_skip_reasons(rollout_events):
+    h1 = host_results(rollout_events, ["h1", "h2", "h3"])["h1"]
+    reasons = " ".join(h1.skip_reasons)
+    for step in ("installing nvidia-open", "holding the driver packages", "DKMS", "reboot"):
+        assert "skipped on a container: " in reasons and step in reasons
+
+
+def test_progress_is_one_line_per_task_start_and_host_result(rollout_events):
+    lines = [line for line in map(progress_line, rollout_events) if line is not None]
+    starts = sum(e["event"] == "playbook_on_task_start" for e in rollout_events)
+    results = sum(e["event"].startswith("runner_on_") for e in rollout_events)
+    plays = sum(e["event"] == "playbook_on_play_start" for e in rollout_events)
+    assert len(lines) == starts + results + plays
+    assert f"TASK {BROKEN_TASK}" in lines
+    assert any(line.startswith("  h2: FAILED: ") and "No module named venv" in line for line in lines)
+    assert all("\n" not in line for line in lines)
+
+
+def test_rollout_failed_message(rollout_events):
+    report = RunReport("failed", 2, host_results(rollout_events, ["h1", "h2", "h3"]))
+    error = RolloutFailed(report)
+    assert isinstance(error, BackendError)
+    text = str(error)
+    assert text.startswith(f"the rollout stopped: h2 at task '{BROKEN_TASK}'")
+    assert "not touched: h3" in text and "h1: changed" in text
+    assert error.report is report and "fix h2" in error.hint
+
+
+def test_stats_alone_give_states():
+    events = [{"event": "playbook_on_stats", "event_data": {
+        "ok": {"a": 5, "b": 3}, "changed": {"a": 2}, "failures": {}, "dark": {"b": 1}, "skipped": {"a": 1}}}]
+    results = host_results(events, ["a", "b", "c"])
+    assert [r.state for r in results.values()] == ["changed", "unreachable", "not run"]
+    assert (results["a"].ok, results["a"].changed, results["a"].skipped) == (5, 2, 1)
+
+
+def test_ignored_failures_do_not_fail_the_host():
+    events = [
+        {"event": "runner_on_failed", "event_data": {"host": "a", "task": "t", "ignore_errors": True,
+                                                     "res": {"msg": "boom"}}},
+        {"event": "playbook_on_stats", "event_data": {"ok": {"a": 1}}},
+    ]
+    result = host_results(events, ["a"])["a"]
+    assert (result.state, result.failed_task) == ("ok", None)
+    assert progress_line(events[0]) == "  a: failed (ignored)"
+
+
+def test_check_mode_changes_and_diffs():
+    events = [
+        {"event": "runner_on_ok", "event_data": {"host": "a", "task": "pin", "role": "nvidia_driver", "res": {
+            "changed": True, "diff": [{"before": "", "after": "Pin: version 580.*\n",
+                                       "after_header": "/etc/apt/preferences.d/x"}]}}},
+        {"event": "playbook_on_stats", "event_data": {"ok": {"a": 1}, "changed": {"a": 1}}},
+    ]
+    report = RunReport("successful", 0, host_results(events, ["a"]))
+    assert report.changed_hosts[0].changed_tasks == ["nvidia_driver : pin"]
+    assert report.changed_hosts[0].diffs == [{"task": "nvidia_driver : pin", "before": "",
+                                              "after": "Pin: version 580.*\n",
+                                              "after_header": "/etc/apt/preferences.d/x"}]
+    assert report.changes_text() == "a: 1 change(s)\n  ~ nvidia_driver : pin"
+    assert RunReport("successful", 0, {"a": HostResult("a", "ok")}).changes_text() == "a: no changes"
+
+
+def test_task_name_and_result_message():
+    assert task_name({"task": "x", "role": "r"}) == "r : x"
+    assert task_name({"task": "x"}) == "x"
+    assert result_message({"msg": "non-zero return code", "stderr": "E: no venv"}) == "non-zero return code: E: no venv"
+    assert result_message({"msg": "One or more items failed", "results": [
+        {"failed": True, "msg": "Specified path /usr/local/cuda-13.0 does not exist"}]}) == (
+        "One or more items failed: Specified path /usr/local/cuda-13.0 does not exist")
+    assert result_message({}) == "failed (no message)"
+
+
+def ok(host: str, res: dict) -> dict:
+    return {"event": "runner_on_ok", "event_data": {"host": host, "task": "envmgr | command", "res": res}}
+
+
+def test_a_command_that_runs_and_fails_is_a_result():
+    res = {"rc": 2, "stdout": "", "stderr": "usage: ...", "msg": "non-zero return code", "delta": "0:00:00.01",
+           "failed_when_result": False, "failed_when_suppressed_exception": "(traceback unavailable)"}
+    assert command_results([ok("a", res)], ["a"], ["ls", "-Z"], 0.1)["a"].returncode == 2
+
+
+def test_command_results_in_inventory_order():
+    events = [ok("b", {"rc": 1, "stdout": "B", "stderr": "e"}), ok("a", {"rc": 0, "stdout": "A", "stderr": ""})]
+    results = command_results(events, ["a", "b"], ["true"], 1.5)
+    assert list(results) == ["a", "b"]
+    assert (results["a"].returncode, results["a"].stdout) == (0, "A")
+    assert (results["b"].returncode, results["b"].stderr, results["b"].argv) == (1, "e", ("true",))
+
+
+@pytest.mark.parametrize("res, error", [
+    ({"rc": 2, "msg": "[Errno 2] No such file or directory: b'nvcc'"}, CommandNotFound),
+    # ansible-core 2.19, recorded: failed_when: false hides the exception but marks it
+    ({"rc": 2, "stdout": "", "stderr": "", "cmd": "nvcc", "msg": "Error executing command.",
+      "failed_when_result": False, "failed_when_suppressed_exception": "(traceback unavailable)"},
+     CommandNotFound),
+    ({"rc": 13, "msg": "Error executing command.", "failed_when_suppressed_exception": "x"}, BackendError),
+    ({"msg": "The command action failed to execute in the expected time frame (5) and was terminated"},
+     CommandTimeout),
+    ({"msg": "module failure"}, BackendError),
+])
+def test_command_failures_become_backend_errors(res, error):
+    with pytest.raises(error):
+        command_results([ok("a", res)], ["a"], ["nvcc"], 0.1)
+
+
+def test_command_on_an_unreachable_or_silent_host():
+    unreachable = {"event": "runner_on_unreachable", "event_data": {"host": "a", "res": {"msg": "no route"}}}
+    with pytest.raises(BackendError, match="a is unreachable: no route"):
+        command_results([unreachable], ["a"], ["true"], 0.1)
+    with pytest.raises(BackendError, match="no result from b"):
+        command_results([ok("a", {"rc": 0})], ["a", "b"], ["true"], 0.1)
+
+
+def test_probe_output_is_taken_from_the_task_result(tmp_path):
+    from envmgr.backends.ansible import PROBE_TASK, probe_outputs, save_probe_outputs
+
+    role, _, task = PROBE_TASK.partition(" : ")
+    events = [{"event": "runner_on_ok", "event_data": {
+        "host": "h1", "role": role, "task": task, "res": {"stdout": '{"driver": null}', "rc": 0}}},
+        {"event": "runner_on_skipped", "event_data": {"host": "h2", "role": role, "task": task, "res": {}}}]
+    report = RunReport("successful", 0, {}, probe=probe_outputs(events))
+    assert report.probe == {"h1": '{"driver": null}'}
+    assert save_probe_outputs(report, tmp_path / "probe") == [str(tmp_path / "probe" / "h1.facts.json")]
+    assert json.loads((tmp_path / "probe" / "h1.facts.json").read_text()) == {"driver": None}

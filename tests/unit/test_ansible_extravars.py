@@ -1,0 +1,172 @@
+"""The ansible backend's pure parts: URL parsing, the driver branch, toolkit wheels and the
+`envmgr` extra variable the playbooks read (plain data, the contract in playbooks/README.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envmgr.backends.ansible import (
+    EXTRAVARS_CONTRACT,
+    AnsibleTarget,
+    PreparedLock,
+    driver_choice,
+    lock_digest,
+    parse_ansible_url,
+    playbook_dir,
+    render_extravars,
+    toolkit_home_subdir,
+    toolkit_requirements,
+)
+from envmgr.errors import UsageError
+from envmgr.spec.load import load_spec
+
+SPEC = """\
+apiVersion: envmgr/v1
+metadata: {name: fleet}
+hardware: {gpu: {arch: sm_120, count: 8}}
+driver: {version: "%(driver)s"}
+cuda:
+  toolkits: [{version: "12.8"}, {version: "13.0", source: pip}]
+  select: "13.0"
+python:
+  version: "3.12"
+  packages: {packaging: "24.2"}
+env:
+  CUDA_HOME: /usr/local/cuda-13.0
+  NCCL_P2P_DISABLE: 1
+  TRICKY: "$(rm -rf /); echo 'x' \\"y\\""
+realize:
+  backend: ansible
+  ansible: {inventory: hosts.yml, group: gpu, serial: "25%%", max_fail_percentage: 10}
+"""
+
+
+def spec(tmp_path: Path, driver: str = "580.95.05"):
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC % {"driver": driver}, encoding="utf-8")
+    return load_spec(path)
+
+
+def prepared(name: str) -> PreparedLock:
+    return PreparedLock(f"{name}-0123456789ab", "0123456789ab" + "0" * 52,
+                        Path(f"/gen/ansible/files/{name}/lock.clean.txt"), Path(f"/cache/wheels/{name}"))
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("ansible://gpu?inventory=hosts.yml", AnsibleTarget("gpu", "hosts.yml")),
+    ("ansible://all?inventory=/x/h.yml&apt=offline&host_kind=container&reboot=0",
+     AnsibleTarget("all", "/x/h.yml", apt_online=False, host_kind="container", reboot=False)),
+    ("ansible://?inventory=h", AnsibleTarget("", "h")),
+])
+def test_parse_url(url, expected):
+    assert parse_ansible_url(url) == expected
+
+
+@pytest.mark.parametrize("url, words", [
+    ("ansible://gpu;rm?inventory=h", "not an inventory group"),
+    ("ansible://gpu?inventory=h&colour=1", "unknown parameter"),
+    ("ansible://gpu?inventory=h&apt=maybe", "apt="),
+    ("ansible://gpu?inventory=h&host_kind=vm", "host_kind="),
+    ("ansible://gpu?inventory=h&reboot=yes", "reboot="),
+    ("docker://gpu", "not an ansible"),
+])
+def test_parse_url_refuses(url, words):
+    with pytest.raises(UsageError, match=words):
+        parse_ansible_url(url)
+
+
+@pytest.mark.parametrize("version, branch, apt_version", [
+    ("580.95.05", "580", "580.95.05-*"),
+    ("==570.124.06", "570", "570.124.06-*"),
+    (">=580,<581", "580", "580.*"),
+    ("~=580.95", "580", "580.*"),
+])
+def test_driver_branch_and_pin(tmp_path, version, branch, apt_version):
+    choice = driver_choice(spec(tmp_path, version).spec, reboot=True)
+    assert (choice["branch"], choice["apt_version"], choice["reboot"]) == (branch, apt_version, True)
+
+
+def test_driver_without_a_lower_bound_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="names no driver branch"):
+        driver_choice(spec(tmp_path, "<600").spec, reboot=True)
+
+
+def test_toolkit_wheels_are_held_to_the_series():
+    assert toolkit_requirements("13.0.2") == {name: "==13.0.*" for name in (
+        "nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-nvvm", "nvidia-cuda-crt")}
+    assert toolkit_requirements("12.8") == {"nvidia-cuda-nvcc-cu12": "==12.8.*",
+                                            "nvidia-cuda-runtime-cu12": "==12.8.*"}
+    assert toolkit_home_subdir("13.0") == "nvidia/cu13"
+    assert toolkit_home_subdir("12.8") == "nvidia/cuda_nvcc"
+
+
+def test_lock_digest_depends_on_lock_and_python():
+    assert lock_digest("a==1\n", "3.12") == lock_digest("a==1\n", "3.12")
+    assert lock_digest("a==1\n", "3.12") != lock_digest("a==1\n", "3.11")
+    assert lock_digest("a==1\n", "3.12") != lock_digest("a==2\n", "3.12")
+
+
+def test_extravars_are_plain_data_from_the_spec(tmp_path):
+    loaded = spec(tmp_path)
+    target = parse_ansible_url("ansible://gpu?inventory=hosts.yml&apt=offline")
+    extravars = render_extravars(loaded.spec, loaded.digest, target, "gpu", prepared("fleet"),
+                                 {"13.0": prepared("cuda-13.0")})
+    assert json.loads(json.dumps(extravars)) == extravars  # JSON all the way down
+    envmgr = extravars["envmgr"]
+    assert extravars["envmgr_group"] == "gpu"
+    assert envmgr["contract"] == EXTRAVARS_CONTRACT
+    assert envmgr["rollout"] == {"serial": "25%", "max_fail_percentage": 10}
+    assert envmgr["apt_online"] is False and envmgr["host_kind"] == "auto"
+    assert envmgr["driver"]["branch"] == "580"
+    assert envmgr["python"] == {
+        "version": "3.12", "env_id": "fleet-0123456789ab", "dir": "/opt/envmgr/envs/fleet-0123456789ab",
+        "lock_digest": "0123456789ab" + "0" * 52, "lock_src": "/gen/ansible/files/fleet/lock.clean.txt",
+        "wheels_src": "/cache/wheels/fleet"}
+    # values stay data: the playbooks pass them as module arguments, never into a shell
+    assert envmgr["env"] == {"CUDA_HOME": "/usr/local/cuda-13.0", "NCCL_P2P_DISABLE": "1",
+                             "TRICKY": "$(rm -rf /); echo 'x' \"y\""}
+
+
+def test_toolkits_side_by_side_with_the_selected_one(tmp_path):
+    loaded = spec(tmp_path)
+    extravars = render_extravars(loaded.spec, loaded.digest, AnsibleTarget("gpu", "h"), "gpu",
+                                 prepared("fleet"), {"13.0": prepared("cuda-13.0")})
+    apt, pip = extravars["envmgr"]["toolkits"]
+    assert apt == {"version": "12.8", "release": "12.8", "source": "apt", "link": "/usr/local/cuda-12.8",
+                   "priority": 1208, "selected": False, "apt_package": "cuda-toolkit-12-8"}
+    assert pip["link"] == "/usr/local/cuda-13.0" and pip["selected"] is True
+    assert pip["priority"] == 1300 and pip["home_subdir"] == "nvidia/cu13"
+    assert pip["dir"] == "/opt/envmgr/toolkits/cuda-13.0-0123456789ab"
+
+
+def test_playbooks_are_found():
+    root = playbook_dir()
+    for role in ("nvidia_driver", "cuda_toolkit", "python_env", "envmgr_probe"):
+        assert (root / "roles" / role / "tasks" / "main.yml").is_file()
+    assert (root / "site.yml").is_file() and (root / "command.yml").is_file()
+
+
+def test_inventory_from_the_spec_is_relative_to_it(tmp_path):
+    from envmgr.backends.ansible import AnsibleBackend
+
+    loaded = spec(tmp_path)  # realize.ansible: inventory hosts.yml, group gpu
+    (tmp_path / "hosts.yml").write_text("gpu:\n  hosts:\n    a: {}\n", encoding="utf-8")
+    backend = AnsibleBackend("ansible://?apt=offline")
+    assert backend._resolve(loaded) == (tmp_path / "hosts.yml", "gpu")
+    # the URL it records reopens the same hosts from anywhere
+    assert backend.url == f"ansible://gpu?inventory={tmp_path / 'hosts.yml'}&apt=offline"
+    assert parse_ansible_url(backend.url).inventory == str(tmp_path / "hosts.yml")
+
+
+def test_a_missing_inventory_fails_before_any_download(tmp_path):
+    from envmgr.backends.ansible import AnsibleBackend
+
+    backend = AnsibleBackend(f"ansible://gpu?inventory={tmp_path / 'absent.yml'}")
+    with pytest.raises(UsageError, match="does not exist"):
+        backend.realize(spec(tmp_path), [], lambda line: None, tmp_path / "gen")
+    assert not (tmp_path / "gen").exists()
+    with pytest.raises(UsageError, match="no inventory"):
+        AnsibleBackend("ansible://gpu").run(["true"])
