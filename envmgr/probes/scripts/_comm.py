@@ -103,7 +103,33 @@ def init_process_group(rank: int, world_size: int, store_path: str, backend: str
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, device_id=device)
     except TypeError:  # torch without device_id
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
+    take_gpu_turn(store, rank)
     return device
+
+
+_TURN = []  # rank 0's open lock file: the turn ends when that worker exits
+
+
+def take_gpu_turn(store, rank: int) -> None:
+    """Wait for this probe's turn on the GPUs, after start-up and NCCL init, before measuring.
+
+    The runner sets ENVMGR_GPU_LOCK (a file on the host) when timing-sensitive probes start
+    together: their imports and inits overlap, their measurements take turns. Rank 0 holds
+    the lock until it exits (after the probe's last barrier); the other ranks wait on the
+    store, on the CPU, so that no kernel of theirs spins on a GPU another probe is timing.
+    """
+    path = os.environ.get("ENVMGR_GPU_LOCK")
+    if not path:
+        return
+    if rank == 0:
+        import fcntl
+
+        handle = open(path, "a")
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        _TURN.append(handle)
+        store.set("envmgr_gpu_turn", "1")
+    else:
+        store.wait(["envmgr_gpu_turn"])
 
 
 _PARTIAL_SINK = []  # in a worker: its pipe, so report_partial can send before the end
@@ -139,43 +165,12 @@ def _worker_main(target, rank: int, world_size: int, store_path: str, payload: d
         os._exit(0)  # skip the atexit handlers inherited from the parent
 
 
-def gpu_turn():
-    """Timing-sensitive GPU work takes turns across probes that started together.
-
-    The runner sets ENVMGR_GPU_LOCK (a file on the host) when probe interpreters overlap:
-    their imports run in parallel, their measurements one at a time.
-    """
-    import contextlib
-    import fcntl
-
-    path = os.environ.get("ENVMGR_GPU_LOCK")
-    if not path:
-        return contextlib.nullcontext()
-
-    @contextlib.contextmanager
-    def held():
-        with open(path, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-    return held()
-
-
 def run_workers(target, world_size: int, payload: dict, timeout_s: float, grace_s: float = 5.0) -> dict:
     """Runs ``target(rank, world_size, store_path, payload) -> dict`` in forked workers.
 
     Returns {"ranks": {rank: result}, "timed_out": [ranks], "wall_s"}. A rank that hangs past
     timeout_s, or past grace_s after another rank failed, is killed and gets an "error" result.
-    The workers run in the GPU's turn (``gpu_turn``); waiting for it is not part of timeout_s.
     """
-    with gpu_turn():
-        return _run_workers(target, world_size, payload, timeout_s, grace_s)
-
-
-def _run_workers(target, world_size: int, payload: dict, timeout_s: float, grace_s: float) -> dict:
     import multiprocessing
     import shutil
     import tempfile
