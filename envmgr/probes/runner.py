@@ -39,7 +39,8 @@ PROBES: dict[str, ProbeInfo] = {
     "flashinfer_jit": ProbeInfo(600, False, "FlashInfer JIT compiles and runs silu_and_mul"),
     "flashinfer_allreduce_fusion": ProbeInfo(300, False, "FlashInfer all-reduce fusion's arch gate"),
     "p2p": ProbeInfo(120, False, "peer access between every pair of GPUs"),
-    "symm_mem": ProbeInfo(300, True, "torch symmetric memory: allocation and rendezvous"),
+    # functional (allocation, rendezvous, peer reads); its one small timing is informative only
+    "symm_mem": ProbeInfo(300, False, "torch symmetric memory: allocation and rendezvous"),
     "nccl_allreduce": ProbeInfo(600, True, "NCCL all-reduce: correctness, latency, CUDA graphs"),
     "nccl_alltoall": ProbeInfo(600, True, "NCCL all-to-all at EP dispatch sizes"),
     "comm_bench": ProbeInfo(300, True, "verify-step comm: 122 TP all-reduces vs EP dispatch+combine, "
