@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 EXTRAVARS_CONTRACT = 1  # bump when the shape of the `envmgr` extra variable changes
 REMOTE_ROOT = "/opt/envmgr"
 CURRENT_ENV = f"{REMOTE_ROOT}/current-env"
-ENVMGR_ON_HOST = f"{REMOTE_ROOT}/tool/bin/envmgr"  # where envmgr_probe looks for envmgr
 DATA_DIR = "ansible"  # under the generation's workdir
 SITE_PLAYBOOK = "site.yml"
 COMMAND_PLAYBOOK = "command.yml"
@@ -226,7 +225,8 @@ def toolkit_vars(spec: Spec, toolkit_locks: Mapping[str, PreparedLock]) -> list[
 
 
 def render_extravars(spec: Spec, spec_digest: str, target: AnsibleTarget, group: str,
-                     python_lock: PreparedLock, toolkit_locks: Mapping[str, PreparedLock]) -> dict[str, Any]:
+                     python_lock: PreparedLock, toolkit_locks: Mapping[str, PreparedLock],
+                     probes: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The one extra variable the playbooks read (plain data; contract in playbooks/README.md)."""
     options = spec.realize.ansible
     return {
@@ -246,7 +246,7 @@ def render_extravars(spec: Spec, spec_digest: str, target: AnsibleTarget, group:
                 "lock_src": str(python_lock.lock_file), "wheels_src": str(python_lock.wheels_dir),
             },
             "env": {name: _env_text(value) for name, value in spec.env.items()},
-            "probe": {"envmgr_bin": ENVMGR_ON_HOST},
+            "probe": probes or {"scripts_src": "", "ids": [], "args": {}},
         },
     }
 
@@ -287,7 +287,7 @@ class RunReport:
     rc: int
     hosts: dict[str, HostResult]
     artifacts: str = ""
-    probe: dict[str, str] = field(default_factory=dict)  # host -> `envmgr facts --json` output
+    probe: dict[str, list] = field(default_factory=dict)  # host -> its probe results
 
     @property
     def failed_hosts(self) -> list[HostResult]:
@@ -300,7 +300,7 @@ class RunReport:
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "rc": self.rc, "artifacts": self.artifacts,
                 "hosts": {name: h.to_dict() for name, h in self.hosts.items()},
-                "probe": sorted(self.probe)}  # hosts whose facts JSON is in ansible/probe/
+                "probe": sorted(self.probe)}  # hosts whose probe results are in ansible/probe/
 
     def changes_text(self) -> str:
         """For ``envmgr plan --backend ansible://``: each host and the tasks that would change."""
@@ -417,26 +417,47 @@ def host_results(events: Iterable[Mapping[str, Any]], hosts: Sequence[str]) -> d
     return results
 
 
-PROBE_TASK = "envmgr_probe : probe | envmgr facts --json"
+PROBE_TASK = "envmgr_probe : probe | run the probes with the environment's interpreter"
 
 
-def probe_outputs(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """``{host: stdout}`` of the envmgr_probe role's ``envmgr facts --json`` task."""
-    outputs = {}
+def prepare_probes(spec: Spec, where: Path) -> dict[str, Any]:
+    """The default probes, assembled as the runner sends them, as files the role copies
+    to every host and runs with the new environment's interpreter (no envmgr there)."""
+    from envmgr.probes.runner import script_source, select
+    from envmgr.probes.session import probe_args
+
+    where.mkdir(parents=True, exist_ok=True)
+    ids = select(None)
+    for probe_id in ids:
+        (where / f"{probe_id}.py").write_text(script_source(probe_id), encoding="utf-8")
+    args = probe_args(spec)
+    return {"scripts_src": str(where), "ids": ids, "args": {p: args.get(p, {}) for p in ids}}
+
+
+def probe_outputs(events: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """``{host: [probe result, ...]}`` from the envmgr_probe role's loop over the probes."""
+    from envmgr.probes.runner import parse_output
+
+    outputs: dict[str, list[dict[str, Any]]] = {}
     for event in events:
         data = event.get("event_data") or {}
-        if event.get("event") == "runner_on_ok" and task_name(data) == PROBE_TASK:
-            outputs[str(data.get("host"))] = str((data.get("res") or {}).get("stdout") or "")
+        if event.get("event") != "runner_on_ok" or task_name(data) != PROBE_TASK:
+            continue
+        runs = (data.get("res") or {}).get("results") or []
+        outputs[str(data.get("host"))] = [
+            parse_output(str(run.get("item")), str(run.get("stdout") or ""), str(run.get("stderr") or ""),
+                         int(run.get("rc") if run.get("rc") is not None else -1)).to_dict()
+            for run in runs]
     return outputs
 
 
 def save_probe_outputs(report: RunReport, where: Path) -> list[str]:
-    """Each host's facts JSON as ``<host>.facts.json`` in the generation; the files written."""
+    """Each host's probe results as ``<host>.probes.json`` in the generation; the files written."""
     where.mkdir(parents=True, exist_ok=True)
     written = []
-    for host, text in report.probe.items():
-        path = where / f"{host}.facts.json"
-        path.write_text(text + "\n", encoding="utf-8")
+    for host, results in report.probe.items():
+        path = where / f"{host}.probes.json"
+        path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
         written.append(str(path))
     return written
 
@@ -542,7 +563,9 @@ class AnsibleBackend(Closing):
         files = data / "files"
         python_lock, lock = prepare_python_lock(spec, files, progress)
         toolkit_locks = prepare_toolkit_locks(spec, files, progress)
-        extravars = render_extravars(spec, loaded.digest, self.target, group, python_lock, toolkit_locks)
+        probes = prepare_probes(spec, files / "probes")
+        extravars = render_extravars(spec, loaded.digest, self.target, group, python_lock, toolkit_locks,
+                                     probes)
         (data / "extravars.json").write_text(json.dumps(extravars, indent=2), encoding="utf-8")
         return extravars, lock
 

@@ -155,14 +155,37 @@ def test_command_on_an_unreachable_or_silent_host():
         command_results([ok("a", {"rc": 0})], ["a", "b"], ["true"], 0.1)
 
 
-def test_probe_output_is_taken_from_the_task_result(tmp_path):
+def test_probe_results_are_taken_from_the_loop_result(tmp_path):
     from envmgr.backends.ansible import PROBE_TASK, probe_outputs, save_probe_outputs
+    from envmgr.probes.contract import MARKER
 
     role, _, task = PROBE_TASK.partition(" : ")
+    line = MARKER + json.dumps({"probe": "gpu", "status": "skip", "summary": "no GPU", "details": {}})
     events = [{"event": "runner_on_ok", "event_data": {
-        "host": "h1", "role": role, "task": task, "res": {"stdout": '{"driver": null}', "rc": 0}}},
+        "host": "h1", "role": role, "task": task, "res": {"results": [
+            {"item": "gpu", "rc": 0, "stdout": "noise\n" + line, "stderr": ""},
+            {"item": "torch_cuda", "rc": 1, "stdout": "", "stderr": "Segmentation fault"}]}}},
         {"event": "runner_on_skipped", "event_data": {"host": "h2", "role": role, "task": task, "res": {}}}]
     report = RunReport("successful", 0, {}, probe=probe_outputs(events))
-    assert report.probe == {"h1": '{"driver": null}'}
-    assert save_probe_outputs(report, tmp_path / "probe") == [str(tmp_path / "probe" / "h1.facts.json")]
-    assert json.loads((tmp_path / "probe" / "h1.facts.json").read_text()) == {"driver": None}
+    assert [(r["probe"], r["status"]) for r in report.probe["h1"]] == [("gpu", "skip"), ("torch_cuda", "error")]
+    assert "Segmentation fault" in report.probe["h1"][1]["summary"]
+    assert list(report.probe) == ["h1"]
+    assert save_probe_outputs(report, tmp_path / "probe") == [str(tmp_path / "probe" / "h1.probes.json")]
+    saved = json.loads((tmp_path / "probe" / "h1.probes.json").read_text())
+    assert saved[0]["summary"] == "no GPU"
+
+
+def test_probe_scripts_are_assembled_for_the_hosts(tmp_path):
+    from envmgr.backends.ansible import prepare_probes
+    from envmgr.probes.contract import MARKER
+    from envmgr.spec import Spec
+
+    spec = Spec.model_validate({"apiVersion": "envmgr/v1", "metadata": {"name": "x"},
+                                "hardware": {"gpu": {"arch": "sm_120", "count": 2}}})
+    probes = prepare_probes(spec, tmp_path / "probes")
+    assert "gpu" in probes["ids"] and "comm_bench" not in probes["ids"]  # the default set
+    assert probes["args"]["toolchain_arch"] == {"archs": ["sm_120"]}
+    assert probes["args"]["nccl_allreduce"]["world_size"] == 2
+    text = (tmp_path / "probes" / "nccl_allreduce.py").read_text()
+    assert "def run_workers" in text and MARKER in text  # shared library and wrapper included
+
