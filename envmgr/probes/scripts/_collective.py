@@ -3,6 +3,8 @@ with the nccl-tests formulas, NCCL_ALGO/NCCL_PROTO combinations, CUDA-graph capt
 
 from __future__ import annotations
 
+import time
+
 
 def algbw_gbs(nbytes: int, seconds: float) -> float:
     """nccl-tests algbw: bytes / time, in GB/s (1e9)."""
@@ -75,3 +77,61 @@ def nccl_version_text(torch) -> str | None:
 
 def fmt_us(value) -> str:
     return "n/a" if value is None else f"{value:.1f} us"
+
+
+def collective_header(args: dict):
+    """(torch, header, world_size, None) or (None, header, None, why not): the start every
+    collective probe shares; NCCL needs one visible GPU per rank."""
+    backend = args.get("backend", "nccl")
+    torch, why_not = torch_or_skip_reason(backend)
+    if torch is None:
+        return None, {}, None, why_not
+    header = {"torch": torch.__version__, "cuda": torch.version.cuda, "backend": backend}
+    if backend != "nccl":
+        return torch, header, int(args.get("world_size") or 1), None
+    header["nccl_version"] = nccl_version_text(torch)
+    visible, source = visible_gpu_count()
+    header.update(gpus_visible=visible, gpu_count_source=source)
+    if visible == 0:
+        return torch, header, None, f"no NVIDIA GPU visible ({source})"
+    world_size = int(args.get("world_size") or visible)
+    if world_size > visible:
+        return torch, header, None, f"asked for {world_size} ranks, {visible} GPU(s) visible"
+    return torch, header, world_size, None
+
+
+def skipped(header: dict, why: str) -> dict:
+    return {"status": "skip", "summary": why, "details": {**header, "reason": why}}
+
+
+def collective_worker(rank: int, world_size: int, store_path: str, payload: dict,
+                      items: list, eager_row, graph_row) -> dict:
+    """One rank of a collective probe: join, then an eager row and a CUDA-graph row per item.
+    A graph stage that fails or hangs keeps the eager rows (report_partial)."""
+    import torch
+    import torch.distributed as dist
+
+    dtype = getattr(torch, payload["dtype"])
+    began = time.monotonic()
+    device = init_process_group(rank, world_size, store_path, payload["backend"])
+    dist.barrier()
+    result = {"init_s": round(time.monotonic() - began, 3), "eager": [], "graph": None}
+    if device.type == "cuda":
+        result["device"] = torch.cuda.get_device_name(device)
+        result["capability"] = list(torch.cuda.get_device_capability(device))
+    for item in items:
+        result["eager"].append(eager_row(torch, dist, device, dtype, item, rank, world_size, payload))
+    if not payload["graph"] or device.type != "cuda":
+        result["graph_skipped"] = "not asked (args graph=false)" if not payload["graph"] else "no CUDA graph on CPU"
+    else:
+        report_partial(result)  # a graph that hangs must not take the eager numbers with it
+        result["graph"] = []
+        try:
+            for item in items:
+                result["graph"].append(graph_row(torch, dist, device, dtype, item, rank, world_size, payload))
+        except Exception as exc:  # e.g. an algorithm that cannot be captured: eager numbers still count
+            result["graph_error"] = f"{type(exc).__name__}: {exc}"
+    dist.barrier()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return result

@@ -367,31 +367,11 @@ def payload_from_args(args: dict, backend: str) -> dict:
             "_hang_rank": args.get("_hang_rank")}
 
 
-def world_size_or_skip(args: dict, backend: str, header: dict):
-    """(world size, None) or (None, why not): NCCL needs a GPU per rank."""
-    if backend != "nccl":
-        return int(args.get("world_size") or 1), None
-    visible, source = visible_gpu_count()
-    header.update(gpus_visible=visible, gpu_count_source=source)
-    if visible == 0:
-        return None, f"no NVIDIA GPU visible ({source})"
-    world_size = int(args.get("world_size") or visible)
-    if world_size > visible:
-        return None, f"asked for {world_size} ranks, {visible} GPU(s) visible"
-    return world_size, None
-
-
 def probe(args: dict) -> dict:
-    backend = args.get("backend", "nccl")
-    torch, why_not = torch_or_skip_reason(backend)
-    if torch is None:
-        return {"status": "skip", "summary": why_not, "details": {"reason": why_not}}
-    header = {"torch": torch.__version__, "cuda": torch.version.cuda, "backend": backend}
-    if backend == "nccl":
-        header["nccl_version"] = nccl_version_text(torch)
-    world_size, why_not = world_size_or_skip(args, backend, header)
+    torch, header, world_size, why_not = collective_header(args)
     if world_size is None:
-        return {"status": "skip", "summary": why_not, "details": {**header, "reason": why_not}}
+        return skipped(header, why_not)
+    backend = header["backend"]
     payload = payload_from_args(args, backend)
     header["shape"] = payload["shape"]
     env = worker_env(args)

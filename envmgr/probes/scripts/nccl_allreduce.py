@@ -29,7 +29,6 @@ from __future__ import annotations
 
 # probe-uses: _comm, _collective
 
-import time
 
 PROBE = "nccl_allreduce"
 
@@ -69,35 +68,8 @@ def rank_pattern(torch, elements: int, rank: int, device, dtype):
 
 
 def allreduce_worker(rank: int, world_size: int, store_path: str, payload: dict) -> dict:
-    import torch
-    import torch.distributed as dist
-
-    backend = payload["backend"]
-    dtype = getattr(torch, payload["dtype"])
-    began = time.monotonic()
-    device = init_process_group(rank, world_size, store_path, backend)
-    dist.barrier()
-    result = {"init_s": round(time.monotonic() - began, 3), "eager": [], "graph": None}
-    if device.type == "cuda":
-        result["device"] = torch.cuda.get_device_name(device)
-        result["capability"] = list(torch.cuda.get_device_capability(device))
-    for nbytes in payload["sizes"]:
-        result["eager"].append(eager_allreduce_row(torch, dist, device, dtype, nbytes, rank, world_size, payload))
-    if not payload["graph"] or device.type != "cuda":
-        result["graph_skipped"] = "not asked (args graph=false)" if not payload["graph"] else "no CUDA graph on CPU"
-    else:
-        report_partial(result)  # a graph that hangs must not take the eager numbers with it
-        result["graph"] = []
-        try:
-            for nbytes in payload["sizes"]:
-                result["graph"].append(graph_allreduce_row(torch, dist, device, dtype, nbytes, rank,
-                                                           world_size, payload))
-        except Exception as exc:  # e.g. an algorithm that cannot be captured: eager numbers still count
-            result["graph_error"] = f"{type(exc).__name__}: {exc}"
-    dist.barrier()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return result
+    return collective_worker(rank, world_size, store_path, payload, payload["sizes"],
+                             eager_allreduce_row, graph_allreduce_row)
 
 
 def eager_allreduce_row(torch, dist, device, dtype, nbytes, rank, world_size, payload) -> dict:
@@ -207,24 +179,10 @@ def payload_from_args(args: dict, backend: str) -> dict:
 
 
 def probe(args: dict) -> dict:
-    backend = args.get("backend", "nccl")
-    torch, why_not = torch_or_skip_reason(backend)
-    if torch is None:
-        return {"status": "skip", "summary": why_not, "details": {"reason": why_not}}
-    header = {"torch": torch.__version__, "cuda": torch.version.cuda, "backend": backend}
-    if backend == "nccl":
-        visible, source = visible_gpu_count()
-        header.update(gpus_visible=visible, gpu_count_source=source)
-        header["nccl_version"] = nccl_version_text(torch)
-        if visible == 0:
-            why = f"no NVIDIA GPU visible ({source})"
-            return {"status": "skip", "summary": why, "details": {**header, "reason": why}}
-        world_size = int(args.get("world_size") or visible)
-        if world_size > visible:
-            why = f"asked for {world_size} ranks, {visible} GPU(s) visible"
-            return {"status": "skip", "summary": why, "details": {**header, "reason": why}}
-    else:
-        world_size = int(args.get("world_size") or 1)
+    torch, header, world_size, why_not = collective_header(args)
+    if world_size is None:
+        return skipped(header, why_not)
+    backend = header["backend"]
     payload = payload_from_args(args, backend)
     header.update(dtype=payload["dtype"], sizes=payload["sizes"])
     asked = args.get("combinations")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 # probe-uses: _comm, _collective
 
-import time
 
 PROBE = "nccl_alltoall"
 
@@ -57,34 +56,8 @@ def expected_receive(torch, elements: int, rank: int, world_size: int, device):
 
 
 def alltoall_worker(rank: int, world_size: int, store_path: str, payload: dict) -> dict:
-    import torch
-    import torch.distributed as dist
-
-    dtype = getattr(torch, payload["dtype"])
-    began = time.monotonic()
-    device = init_process_group(rank, world_size, store_path, payload["backend"])
-    dist.barrier()
-    result = {"init_s": round(time.monotonic() - began, 3), "eager": [], "graph": None}
-    if device.type == "cuda":
-        result["device"] = torch.cuda.get_device_name(device)
-        result["capability"] = list(torch.cuda.get_device_capability(device))
-    for tokens in payload["tokens"]:
-        result["eager"].append(eager_alltoall_row(torch, dist, device, dtype, tokens, rank, world_size, payload))
-    if not payload["graph"] or device.type != "cuda":
-        result["graph_skipped"] = "not asked (args graph=false)" if not payload["graph"] else "no CUDA graph on CPU"
-    else:
-        report_partial(result)  # a graph that hangs must not take the eager numbers with it
-        result["graph"] = []
-        try:
-            for tokens in payload["tokens"]:
-                result["graph"].append(graph_alltoall_row(torch, dist, device, dtype, tokens, rank,
-                                                          world_size, payload))
-        except Exception as exc:  # capture can fail where eager works: keep the eager numbers
-            result["graph_error"] = f"{type(exc).__name__}: {exc}"
-    dist.barrier()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return result
+    return collective_worker(rank, world_size, store_path, payload, payload["tokens"],
+                             eager_alltoall_row, graph_alltoall_row)
 
 
 def count_wrong(torch, received, rank, world_size, device) -> int:
@@ -210,24 +183,10 @@ def payload_from_args(args: dict, backend: str) -> dict:
 
 
 def probe(args: dict) -> dict:
-    backend = args.get("backend", "nccl")
-    torch, why_not = torch_or_skip_reason(backend)
-    if torch is None:
-        return {"status": "skip", "summary": why_not, "details": {"reason": why_not}}
-    header = {"torch": torch.__version__, "cuda": torch.version.cuda, "backend": backend}
-    if backend == "nccl":
-        visible, source = visible_gpu_count()
-        header.update(gpus_visible=visible, gpu_count_source=source)
-        if visible == 0:
-            why = f"no NVIDIA GPU visible ({source})"
-            return {"status": "skip", "summary": why, "details": {**header, "reason": why}}
-        header["nccl_version"] = nccl_version_text(torch)
-        world_size = int(args.get("world_size") or visible)
-        if world_size > visible:
-            why = f"asked for {world_size} ranks, {visible} GPU(s) visible"
-            return {"status": "skip", "summary": why, "details": {**header, "reason": why}}
-    else:
-        world_size = int(args.get("world_size") or 1)
+    torch, header, world_size, why_not = collective_header(args)
+    if world_size is None:
+        return skipped(header, why_not)
+    backend = header["backend"]
     payload = payload_from_args(args, backend)
     header.update(dtype=payload["dtype"], hidden=payload["hidden"], tokens=payload["tokens"])
     combos = []
