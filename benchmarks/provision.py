@@ -75,9 +75,11 @@ def provision(backend: AnsibleBackend, loaded, workdir: Path) -> dict:
     realized = backend.realize(loaded, [], timeline, workdir)
     done = time.perf_counter()
     changed = {host: result["changed"] for host, result in realized.details["hosts"].items()}
+    tasks = {host: result["changed_tasks"] for host, result in realized.details["hosts"].items()
+             if result["changed_tasks"]}
     playbook_at = timeline.playbook_at or timeline.started
     return {"total_s": done - timeline.started, "prepare_s": playbook_at - timeline.started,
-            "playbook_s": done - playbook_at, "changed": changed}
+            "playbook_s": done - playbook_at, "changed": changed, "changed_tasks": tasks}
 
 
 def main() -> int:
@@ -107,7 +109,7 @@ def main() -> int:
         for container in containers:
             container.remove(force=True)
 
-    not_noop = [run["changed"] for run in runs if any(run["changed"].values())]
+    not_noop = [run["changed_tasks"] for run in runs if any(run["changed"].values())]
     result = {
         "hosts": args.hosts, "serial": args.serial, "first_provision_s": round(first["total_s"], 2),
         "noop_median_s": round(statistics.median(r["total_s"] for r in runs), 2),
