@@ -171,7 +171,7 @@ def test_verify_passes_on_every_host(fleet):
     failed = [r.message for r in results if not r.ok]
     assert failed == []
     # nvcc is found through /usr/local/cuda (FlashInfer's last resort): `docker exec` has no CUDA_HOME
-    assert {r.check for r in results} >= {"python:version", "package:packaging", "nvcc:version", "cuda:link"}
+    assert {r.check for r in results} >= {"python:version", "package:packaging", "nvcc:version"}
 
 
 def test_broken_host_stops_the_rollout_and_a_rerun_converges(fleet, tmp_path):
