@@ -79,6 +79,20 @@ def fmt_us(value) -> str:
     return "n/a" if value is None else f"{value:.1f} us"
 
 
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def timing_options(args: dict, backend: str) -> dict:
+    """The options the workers of nccl_allreduce / nccl_alltoall read: dtype, loops, graph."""
+    dtype = args.get("dtype", "bfloat16")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype {dtype!r} not one of {sorted(DTYPE_BYTES)}")
+    return {"backend": backend, "dtype": dtype,
+            "iters": int(args.get("iters", 20)), "warmup": int(args.get("warmup", 5)),
+            "graph": bool(args.get("graph", True)), "graph_ops": int(args.get("graph_ops", 10)),
+            "graph_replays": int(args.get("graph_replays", 5)), "_hang_rank": args.get("_hang_rank")}
+
+
 def collective_header(args: dict):
     """(torch, header, world_size, None) or (None, header, None, why not): the start every
     collective probe shares; NCCL needs one visible GPU per rank."""

@@ -47,7 +47,6 @@ import time
 
 PROBE = "comm_bench"
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 DEFAULT_SHAPE = {"tokens": 4, "hidden": 7168, "top_k": 8, "attention_layers": 61, "moe_layers": 61,
                  "dtype": "bfloat16"}
 SCHEMES = ("tp", "ep")

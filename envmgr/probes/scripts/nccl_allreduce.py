@@ -34,7 +34,6 @@ PROBE = "nccl_allreduce"
 
 VERIFY_BYTES = 21504 * 2  # one all-reduce of the verify step: 42 KiB of bf16 (3 tokens x hidden 7168)
 DEFAULT_COMBINATIONS = [{"algo": None}, {"algo": "Ring"}, {"algo": "Tree"}]
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 def allreduce_busbw_factor(world_size: int) -> float:
@@ -169,13 +168,8 @@ def overall_result(combos: list[dict], world_size: int, header: dict) -> dict:
 
 
 def payload_from_args(args: dict, backend: str) -> dict:
-    dtype = args.get("dtype", "bfloat16")
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype {dtype!r} not one of {sorted(DTYPE_BYTES)}")
-    return {"backend": backend, "dtype": dtype, "sizes": sizes_to_run(args, DTYPE_BYTES[dtype]),
-            "iters": int(args.get("iters", 20)), "warmup": int(args.get("warmup", 5)),
-            "graph": bool(args.get("graph", True)), "graph_ops": int(args.get("graph_ops", 10)),
-            "graph_replays": int(args.get("graph_replays", 5)), "_hang_rank": args.get("_hang_rank")}
+    options = timing_options(args, backend)
+    return {**options, "sizes": sizes_to_run(args, DTYPE_BYTES[options["dtype"]])}
 
 
 def probe(args: dict) -> dict:

@@ -27,7 +27,6 @@ PROBE = "nccl_alltoall"
 DEFAULT_TOKENS = [1, 3, 4, 16, 64, 128]
 HIDDEN = 7168  # Kimi-K2.5 / DeepSeek-V3 hidden size
 VERIFY_TOKENS = 3  # 3 x 7168 x 2 B = 42 KiB, the verify step's all-reduce size
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 def alltoall_busbw_factor(world_size: int) -> float:
@@ -172,14 +171,8 @@ def overall_result(combos: list[dict], world_size: int, header: dict) -> dict:
 
 
 def payload_from_args(args: dict, backend: str) -> dict:
-    dtype = args.get("dtype", "bfloat16")
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype {dtype!r} not one of {sorted(DTYPE_BYTES)}")
     tokens = sorted({int(t) for t in args.get("tokens") or DEFAULT_TOKENS})
-    return {"backend": backend, "dtype": dtype, "tokens": tokens, "hidden": int(args.get("hidden", HIDDEN)),
-            "iters": int(args.get("iters", 20)), "warmup": int(args.get("warmup", 5)),
-            "graph": bool(args.get("graph", True)), "graph_ops": int(args.get("graph_ops", 10)),
-            "graph_replays": int(args.get("graph_replays", 5)), "_hang_rank": args.get("_hang_rank")}
+    return {**timing_options(args, backend), "tokens": tokens, "hidden": int(args.get("hidden", HIDDEN))}
 
 
 def probe(args: dict) -> dict:
