@@ -344,6 +344,75 @@ def triage(
 
 
 @app.command()
+def bench(
+    spec: SpecArg,
+    config: Annotated[Optional[list[str]], typer.Option(
+        "--config", help="Benchmark config to run (repeat; default: all in the spec)")] = None,
+    env: Annotated[Optional[list[str]], typer.Option(
+        "--env", help="Environment: a generation number, 'current' or a backend URL (repeat; default: current)")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show each cell's command and checks; launch nothing")] = False,
+    rerun: Annotated[bool, typer.Option("--rerun", help="Run cells again even where a result is recorded")] = False,
+    home: HomeOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Launch each benchmark config in each environment, load it, record the results.
+
+    Resumable: cells with a recorded result for the same command are not run again.
+    Exit 0 when every cell ran its load; 1 when any crashed, hung, timed out or was skipped."""
+    from envmgr.bench.matrix import prepare, run_matrix
+
+    cells = prepare(spec, config or [], env or [], home)
+    if dry_run:
+        if json_:
+            _emit([{"env": c.env.info.label, "config": c.config, "argv": list(c.command.argv),
+                    "env_vars": c.command.env, "load_argv": list(c.load_argv),
+                    "problems": list(c.problems), "would_launch": not c.blocked} for c in cells])
+        else:
+            from envmgr.report.console import render_cells
+
+            render_cells(cells)
+        raise typer.Exit(1 if any(c.blocked for c in cells) else 0)
+    run = run_matrix(cells, rerun=rerun, progress=_progress)
+    if json_:
+        _emit([r.to_dict() for r in run.results])
+    else:
+        from envmgr.report.bench import comparison, render_terminal
+        from envmgr.report.console import stdout_console
+
+        render_terminal(comparison(run.results), stdout_console())
+    raise typer.Exit(0 if all(r.ok for r in run.results) else 1)
+
+
+@app.command()
+def report(
+    results: Annotated[Optional[Path], typer.Option(
+        "--results", help="A folder of recorded results (default: those of the generations)")] = None,
+    generation: Annotated[Optional[list[int]], typer.Option(
+        "--env", help="Only these generations (repeat)")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Where report.html, throughput.png and report.json go")]
+        = Path("envmgr-report"),
+    home: HomeOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Compare benchmark results side by side: a terminal table, HTML and a PNG plot."""
+    from envmgr.bench.collect import results_in_store, results_under
+    from envmgr.report.bench import comparison, render_terminal, write_report
+
+    cells = results_under(results) if results else results_in_store(home, generation or [])
+    if not cells:
+        raise UsageError("no benchmark results to report",
+                         hint="run `envmgr bench SPEC` first, or give --results FOLDER")
+    written = write_report(cells, out)
+    if json_:
+        _emit({name: str(path) for name, path in written.items()})
+    else:
+        from envmgr.report.console import stdout_console
+
+        render_terminal(comparison(cells), stdout_console())
+        print("\n".join(f"wrote {path}" for path in written.values()))
+
+
+@app.command()
 def verify(
     spec: SpecArg,
     hosts: Annotated[list[str], typer.Option(

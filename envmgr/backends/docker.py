@@ -137,9 +137,9 @@ class BuildSettings:
 
 
 class DockerBackend(Closing):
-    python = VENV_PYTHON  # the interpreter of every image envmgr builds
-
     """Builds images from specs and runs commands in throwaway containers of them."""
+
+    python = VENV_PYTHON  # the interpreter of every image envmgr builds
 
     def __init__(self, url: str = "docker://") -> None:
         self.target = parse_docker_url(url)
@@ -176,6 +176,25 @@ class DockerBackend(Closing):
             raise
         _remove_container(api, container)
         return CommandResult(tuple(args), code, stdout, stderr, time.monotonic() - started)
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> DockerService:
+        """A server in a container on the host's network (its port is the host's port), with
+        an init process so that stopping the container reaps every process in it."""
+        args = checked_argv(argv)
+        image = self._require_image()
+        api = self._client()
+        with _translated(f"creating a container for {args[0]} in {image}"):
+            container = api.create_container(
+                image, command=args[1:], entrypoint=args[:1], environment=dict(env or {}),
+                labels={RUN_LABEL: "1"},
+                host_config=self._host_config(api, network_mode="host", init=True),
+            )["Id"]
+        try:
+            self._start(api, container, args)
+        except BaseException:
+            _remove_container_quietly(api, container)
+            raise
+        return DockerService(api, container, f"{args[0]} in {image} (container {container[:12]})")
 
     def facts(self) -> Facts:
         from envmgr.facts.collect import collect_facts  # facts imports backends: avoid a cycle
@@ -304,7 +323,7 @@ class DockerBackend(Closing):
                                  hint="raise the timeout, or look at why the command hangs") from exc
         return int(status.get("StatusCode", -1))
 
-    def _host_config(self, api: APIClient) -> dict[str, Any]:
+    def _host_config(self, api: APIClient, **extra: Any) -> dict[str, Any]:
         """Every GPU (and room in /dev/shm for NCCL) where the daemon has the nvidia runtime."""
         from docker.types import DeviceRequest
 
@@ -312,9 +331,9 @@ class DockerBackend(Closing):
             with _translated("asking the Docker daemon for its runtimes"):
                 self._gpu_runtime = "nvidia" in (api.info().get("Runtimes") or {})
         if not self._gpu_runtime:
-            return api.create_host_config()
+            return api.create_host_config(**extra)
         return api.create_host_config(device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])],
-                                      shm_size=GPU_SHM_SIZE)
+                                      shm_size=GPU_SHM_SIZE, **extra)
 
     # --- the client -------------------------------------------------------------------
 
@@ -328,6 +347,50 @@ class DockerBackend(Closing):
             raise BackendError(f"{self.url} names no image to run in",
                                hint="realize the spec first, or name an image: docker://REPOSITORY:TAG")
         return self._image
+
+
+class DockerService:
+    """A server running in a container (see ``DockerBackend.start``)."""
+
+    def __init__(self, api: APIClient, container: str, description: str) -> None:
+        self._api = api
+        self.container = container
+        self.description = description
+
+    def lines(self) -> Iterator[str]:
+        # The log stream yields chunks, not lines; a partial line waits for its end.
+        pending = ""
+        with _translated(f"reading the output of {self.description}"):
+            for chunk in self._api.logs(self.container, stream=True, follow=True):
+                pending += chunk.decode("utf-8", "replace")
+                *complete, pending = pending.split("\n")
+                yield from complete
+        if pending:
+            yield pending
+
+    def poll(self) -> int | None:
+        from docker.errors import NotFound
+
+        try:
+            with _translated(f"inspecting {self.description}", passthrough=(NotFound,)):
+                state = self._api.inspect_container(self.container)["State"]
+        except NotFound:
+            return -1  # removed under us: it is certainly not running
+        return None if state.get("Running") else int(state.get("ExitCode", -1))
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        code = None
+        try:
+            with _translated(f"stopping {self.description}"):
+                self._api.stop(self.container, timeout=max(1, round(grace_s)))
+            code = self.poll()
+        except BackendError:
+            pass  # already gone; the forced removal below makes sure
+        _remove_container(self._api, self.container)
+        return code
+
+    def leftovers(self) -> list[str]:
+        return [f"container {self.container[:12]}"] if self.poll() is None else []
 
 
 def connect(timeout: int = API_TIMEOUT_S) -> APIClient:

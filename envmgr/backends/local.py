@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from envmgr.backends.base import Closing, CommandResult, checked_argv
+from envmgr.backends.service import LocalService
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 
 if TYPE_CHECKING:
@@ -82,6 +83,10 @@ class LocalBackend(Closing):
         from envmgr.facts.collect import collect_facts  # facts imports backends: avoid a cycle
 
         return collect_facts(self)
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> LocalService:
+        """A long-running command (a server) in its own process group."""
+        return LocalService(argv, env)
 
     def close(self) -> None:
         """Nothing to release: every command's processes are gone when ``run`` returns."""

@@ -21,6 +21,7 @@ from envmgr import failpoints
 from envmgr.backends.base import Closing, CommandResult, Progress, Realized
 from envmgr.backends.local import LocalBackend
 from envmgr.backends.process import stream
+from envmgr.backends.service import Service
 from envmgr.errors import BackendError
 from envmgr.lock import resolve, uv_binary
 from envmgr.toolkits import pip_cuda_prefix
@@ -66,6 +67,9 @@ class VenvBackend(Closing):
     def run(self, argv: Sequence[str], timeout: float = 60.0,
             env: Mapping[str, str] | None = None) -> CommandResult:
         return self._local.run(argv, timeout=timeout, env={**self.environment(), **(env or {})})
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Service:
+        return self._local.start(argv, env={**self.environment(), **(env or {})})
 
     def facts(self) -> Facts:
         from envmgr.facts import collect_facts

@@ -401,6 +401,11 @@ class Triage:
         """The log ended (the server is gone): release findings held for a better cause."""
         return self._release(final=True)
 
+    def pending(self) -> bool:
+        """A cause is held back, waiting for lines that may explain it better (the launcher
+        releases it with ``close`` when the server has gone quiet instead)."""
+        return any(not h.reported and not self._is_superseded(h) for h in self._hits.values())
+
     def findings(self) -> list[Finding]:
         """Every root cause so far, most specific first, values from the whole log."""
         hits = [h for h in self._hits.values() if not self._is_superseded(h)]

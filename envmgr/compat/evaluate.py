@@ -57,6 +57,7 @@ def evaluate(spec: Spec, facts: Facts | None = None,
             ctx = config_context(stack, spec, name)
             per_config += [_finding(r, ctx, kb, spec, name) for r in kb.rules
                            if r.scope == "config" and fires(r, ctx)]
+            per_config += _flag_findings(spec, name, ctx, kb)
         found += _merge_configs(per_config)
     return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])
 
@@ -172,6 +173,18 @@ def _finding(rule: Rule, ctx: Context, kb: KnowledgeBase,
     return Finding(rule=rule.id, severity=rule.severity, message=render(rule.message, ctx),
                    fix=render(rule.fix, ctx), source=kb.sources[rule.source],
                    field=field, configs=(config,) if config else ())
+
+
+def _flag_findings(spec: Spec, config: str, ctx: Context, kb: KnowledgeBase) -> list[Finding]:
+    """The config's flags against those its sglang release has (``envmgr.bench.flags``)."""
+    from envmgr.bench.flags import check_flags
+
+    assert spec.benchmarks is not None
+    sglang = ctx.get("sglang")
+    problems = check_flags(spec.benchmarks.flags_of(config), str(sglang) if sglang else None,
+                           where=lambda flag: _config_field(flag, spec, config))
+    return [Finding(rule=p.id, severity=p.severity, message=p.message, fix=p.fix,
+                    source=kb.sources["sglang_args"], field=p.field, configs=(config,)) for p in problems]
 
 
 def _config_field(at: str, spec: Spec, config: str) -> str:

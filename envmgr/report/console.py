@@ -28,6 +28,10 @@ def stderr_console() -> Console:
     return _console(stderr=True)
 
 
+def stdout_console() -> Console:
+    return _console()
+
+
 def render_findings(loaded: LoadedSpec, findings: list[Finding], console: Console | None = None) -> None:
     console = console or _console()
     spec = loaded.spec
@@ -164,3 +168,24 @@ def render_probes(report, console: Console | None = None) -> None:
     if report.recorded:
         console.print(f"recorded in {report.recorded}", style="dim")
     console.print("[green]ok[/]" if report.ok else "[bold red]unexpected results above[/]")
+
+
+def render_cells(cells, console: Console | None = None) -> None:
+    """``envmgr bench --dry-run``: each cell's command, env and what the checks say."""
+    import shlex
+
+    console = console or _console()
+    for cell in cells:
+        head = Text()
+        head.append(f"{cell.env.info.label} x {cell.config}", style="bold")
+        head.append("  would be skipped" if cell.blocked else "  would launch",
+                    style="red" if cell.blocked else "green")
+        console.print(head)
+        _indented(console, "$ " + shlex.join(cell.command.argv), style="cyan")
+        if cell.command.env:
+            _indented(console, "env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in cell.command.env.items()))
+        _indented(console, "load: " + shlex.join(cell.load_argv), style="dim")
+        for problem in cell.problems:
+            style = {"error": "red", "warning": "yellow"}.get(problem["severity"], "dim")
+            _indented(console, f"{problem['severity']}: {problem['id']}: {problem['message']}", style=style)
+            _indented(console, f"    fix: {problem['fix']}", style="green")

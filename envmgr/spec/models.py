@@ -199,6 +199,7 @@ class Load(Model):
     output_len: int = Field(512, ge=1, strict=True)
     num_prompts: int = Field(64, ge=1, strict=True)
     max_concurrency: int = Field(8, ge=1, strict=True)
+    timeout_s: float = Field(3600, gt=0, description="Longest the load may run")
 
 
 class Benchmarks(Model):
@@ -206,6 +207,10 @@ class Benchmarks(Model):
     server_flags: dict[FlagName, FlagValue] = Field(default_factory=dict)
     configs: dict[Name, BenchConfig] = Field(default_factory=dict)
     load: Load = Load()
+    # A 600 GB model takes ~10 minutes to load: the limits are generous; a crash is caught
+    # in seconds by its log or its exit, not by these.
+    startup_timeout_s: float = Field(1800, gt=0, description="Longest a server may take to get ready")
+    stall_timeout_s: float = Field(600, gt=0, description="Not ready and silent this long: hung")
 
     def flags_of(self, config: str) -> dict[str, FlagValue]:
         """Common flags with the config's overlay; false/null drop a flag."""

@@ -159,11 +159,6 @@ CASES: dict[str, tuple] = {
     "nccl-algo-tree-global": (cfg(env={"NCCL_ALGO": "Tree"}), cfg(env={"NCCL_ALGO": "allreduce:tree"})),
     "nccl-p2p-rtx-pcie": ({"env": {"NCCL_P2P_DISABLE": None}},
                           {"env": {"NCCL_P2P_DISABLE": None}, "hardware": {"gpu": {"segment": "datacenter"}}}),
-    "cuda-graph-max-bs-deprecated": (cfg({"--cuda-graph-max-bs": 128}), cfg({"--cuda-graph-max-bs-decode": 128})),
-    "moe-a2a-backend-unknown": (cfg({"--moe-a2a-backend": "flashinfer_a2a"}), cfg({"--moe-a2a-backend": "deepep"})),
-    "moe-runner-backend-unknown": (cfg({"--moe-runner-backend": "cutlas"}), cfg({"--moe-runner-backend": "triton"})),
-    "speculative-algorithm-unknown": (cfg({"--speculative-algorithm": "eagle3", "--speculative-draft-model-path": "/d"}),
-                                      cfg({"--speculative-algorithm": "NGRAM"})),
     "speculative-draft-missing": (cfg({"--speculative-algorithm": "EAGLE3"}),
                                   cfg({"--speculative-algorithm": "EAGLE3", "--speculative-draft-model-path": "/d"})),
     "allreduce-fusion-unavailable": ({}, SM90),
@@ -242,11 +237,26 @@ def test_observed_driver_used_when_spec_leaves_driver():
     assert "driver-too-old-for-cuda" not in fired({"driver": None})
 
 
+# Flag names, kinds and choices per sglang release come from envmgr/bench/sglang_flags.yaml
+# (tests/unit/test_bench_flags.py); validate reports them like rules, per config.
+FLAG_CASES = {
+    "flag-bad-choice": (cfg({"--moe-a2a-backend": "flashinfer_a2a"}), cfg({"--moe-a2a-backend": "deepep"})),
+    "flag-unknown": (cfg({"--moe-runner-backnd": "triton"}), cfg({"--moe-runner-backend": "triton"})),
+}
+
+
+@pytest.mark.parametrize("flag_id", sorted(FLAG_CASES))
+def test_flag_checks_are_findings_of_validate(flag_id):
+    bad, good = FLAG_CASES[flag_id]
+    assert flag_id in fired(bad)
+    assert flag_id not in fired(good)
+
+
 def test_common_flag_reported_once_for_all_configs():
     overlay = {"benchmarks": {"server_flags": {"--cuda-graph-max-bs": 128},
                               "configs": {"a": {}, "b": {}}}}
     spec = Spec.model_validate(deep_merge(CLEAN, overlay))
-    hits = [f for f in evaluate(spec) if f.rule == "cuda-graph-max-bs-deprecated"]
+    hits = [f for f in evaluate(spec) if f.rule == "flag-deprecated"]
     assert len(hits) == 1
     assert hits[0].configs == ("baseline", "a", "b")
     assert hits[0].field == "benchmarks.server_flags.--cuda-graph-max-bs"

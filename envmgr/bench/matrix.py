@@ -1,0 +1,307 @@
+"""``envmgr bench``: every environment x config, one server launch each, resumable.
+
+An environment is a generation (its number, or ``current``: its backend, spec and lock) or a
+backend URL (``docker://envmgr/cuda13:abc``, ``venv:///opt/envs/x``: the bench spec is taken
+as what it realizes). The configs and the load come from the bench spec; the flags of each
+cell are checked against the environment's sglang version and its compat rules before
+anything starts, and a cell with an error there is recorded as ``skipped`` with the reason.
+
+Results live beside the environment: ``generations/N/bench/<config>/`` (or
+``$ENVMGR_HOME/bench/targets/<url-slug>/<config>/``) with ``server.log``, ``load.log`` and,
+written last, ``result.json``. A rerun skips cells whose ``result.json`` matches the command
+it would run now: an interrupted matrix resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envmgr.backends import open_backend, split_url
+from envmgr.bench.command import ServerCommand, server_command
+from envmgr.bench.launch import Launch, Limits, RunningServer
+from envmgr.bench.load import LoadParseError, load_argv, parse_output
+from envmgr.bench.results import CellResult, EnvInfo, LoadResult, read_result, write_result
+from envmgr.bench.triage import read_log, triage_text
+from envmgr.errors import UsageError
+from envmgr.lock import locked_versions
+from envmgr.spec.models import Spec, canonical_name
+from envmgr.versions import exact_pin
+
+Progress = Callable[[str], None]
+VERSION_PACKAGES = ("sglang", "torch", "flashinfer-python")
+LOAD_TICK_S = 15.0
+
+
+@dataclass(frozen=True)
+class Env:
+    info: EnvInfo
+    url: str
+    spec: Spec  # the stack this environment holds (rules are evaluated against it)
+    results_dir: Path
+
+    @property
+    def sglang(self) -> str | None:
+        return self.info.versions.get("sglang")
+
+
+@dataclass(frozen=True)
+class Cell:
+    env: Env
+    config: str
+    command: ServerCommand
+    load_argv: tuple[str, ...]
+    problems: tuple[dict[str, Any], ...] = ()  # flag problems and compat findings, errors first
+    limits: Limits = Limits()
+    load_timeout_s: float = 3600.0
+    load_summary: str = ""
+
+    @property
+    def dir(self) -> Path:
+        return self.env.results_dir / self.config
+
+    @property
+    def blocked(self) -> bool:
+        return any(p["severity"] == "error" for p in self.problems)
+
+
+@dataclass
+class MatrixRun:
+    cells: list[Cell]
+    results: list[CellResult] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)  # "env/config" taken from an earlier run
+
+
+# --- environments -------------------------------------------------------------------------
+
+
+def resolve_envs(names: Sequence[str], bench_spec: Spec, home: Path | None) -> list[Env]:
+    """``--env`` values (generation numbers, ``current``, backend URLs) as environments."""
+    from envmgr.state import Store
+
+    store = Store(home)
+    envs = []
+    for name in names or ["current"]:
+        if "://" in name:
+            split_url(name)  # a clear error for a bad URL, before anything runs
+            envs.append(_target_env(name, bench_spec, store.home))
+        else:
+            envs.append(_generation_env(store, name))
+    labels = [e.info.label for e in envs]
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"an environment is named twice: {', '.join(labels)}")
+    return envs
+
+
+def _generation_env(store, name: str) -> Env:
+    from envmgr.apply import current_spec
+
+    if name == "current":
+        gen = store.current()
+        if gen is None:
+            raise UsageError("there is no current generation to benchmark",
+                             hint="`envmgr apply SPEC` first, or give --env with a backend URL")
+    elif name.isdigit():
+        gen = store.get(int(name))
+    else:
+        raise UsageError(f"--env {name!r} is not a generation number, 'current' or a backend URL",
+                         hint="`envmgr generations` lists the generations")
+    spec = current_spec(gen).spec
+    locked = locked_versions(gen.lock)
+    versions = {p: locked[p] for p in VERSION_PACKAGES if p in locked}
+    versions.update(_cuda_version(spec))
+    info = EnvInfo(label=f"gen {gen.number} {spec.metadata.name}", generation=gen.number,
+                   spec=spec.metadata.name, backend=gen.meta["backend"], versions=versions)
+    return Env(info, gen.meta["backend"], spec, gen.path / "bench")
+
+
+def _target_env(url: str, spec: Spec, home: Path) -> Env:
+    versions = {}
+    for name, specifier in spec.python.packages.items():
+        pin = exact_pin(specifier)
+        if canonical_name(name) in VERSION_PACKAGES and pin:
+            versions[canonical_name(name)] = pin
+    versions.update(_cuda_version(spec))
+    info = EnvInfo(label=f"{spec.metadata.name} @ {url}", generation=None, spec=spec.metadata.name,
+                   backend=url, versions=versions)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", url).strip("_")
+    return Env(info, url, spec, home / "bench" / "targets" / slug)
+
+
+def _cuda_version(spec: Spec) -> dict[str, str]:
+    return {"cuda": spec.cuda.selected.version} if spec.cuda else {}
+
+
+# --- cells --------------------------------------------------------------------------------
+
+
+def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
+               python_of: Callable[[Env], str]) -> list[Cell]:
+    """Every env x config with its command and what the checks say about it."""
+    bench = bench_spec.benchmarks
+    if bench is None or not bench.configs:
+        raise UsageError("the spec has no benchmarks.configs to run",
+                         hint="add a benchmarks: section (see specs/cuda128.yaml)")
+    names = list(configs) or list(bench.configs)
+    limits = Limits(startup_s=bench.startup_timeout_s, stall_s=bench.stall_timeout_s)
+    cells = []
+    for env in envs:
+        python = python_of(env)
+        for config in names:
+            command = server_command(bench, config, python)
+            load = load_argv(python, bench.load, command, env.sglang)
+            cells.append(Cell(env, config, command, tuple(load), tuple(cell_problems(bench_spec, env, config)),
+                              limits, bench.load.timeout_s, _load_summary(bench.load)))
+    return cells
+
+
+def _load_summary(load) -> str:
+    return (f"{load.num_prompts} {load.dataset} prompts, {load.input_len} -> {load.output_len} tokens, "
+            f"concurrency {load.max_concurrency}")
+
+
+def cell_problems(bench_spec: Spec, env: Env, config: str) -> list[dict[str, Any]]:
+    """What validate says of this config on the env's stack: its rules, and its flags against
+    the env's sglang release (errors first)."""
+    from envmgr.compat import evaluate
+
+    stack = env.spec.model_copy(update={"benchmarks": bench_spec.benchmarks})
+    return [_problem(f.severity, f.rule, f.message, f.fix, f.field) for f in evaluate(stack)
+            if config in f.configs or (f.field.startswith("benchmarks.") and not f.configs)]
+
+
+def _problem(severity: str, id_: str, message: str, fix: str, field_: str) -> dict[str, Any]:
+    # The shape of a triage finding, so that a report shows either the same way.
+    return {"severity": severity, "id": id_, "message": message, "fix": fix, "field": field_,
+            "line": 0, "values": {}, "text": ""}
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+def run_matrix(cells: Sequence[Cell], *, rerun: bool = False, limits: Limits | None = None,
+               progress: Progress = lambda line: None) -> MatrixRun:
+    run = MatrixRun(list(cells))
+    for index, cell in enumerate(cells, 1):
+        name = f"{cell.env.info.label} x {cell.config}"
+        done = None if rerun else read_result(cell.dir)
+        if done is not None and done.argv == cell.command.argv:
+            progress(f"[{index}/{len(cells)}] {name}: done earlier ({done.summary}); --rerun repeats it")
+            run.results.append(done)
+            run.reused.append(name)
+            continue
+        progress(f"[{index}/{len(cells)}] {name}")
+        result = run_cell(cell, progress, limits)
+        write_result(cell.dir, result)
+        progress(f"  -> {result.outcome}: {result.summary}")
+        run.results.append(result)
+    return run
+
+
+def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> CellResult:
+    """Launch, wait, load, stop: one cell. An interrupt stops the server and writes nothing."""
+    limits = limits or cell.limits
+    started = time.time()
+    base = dict(env=cell.env.info, config=cell.config, argv=cell.command.argv, started=started)
+    if cell.blocked:
+        first = next(p for p in cell.problems if p["severity"] == "error")
+        return CellResult(**base, outcome="skipped", summary=f"not launched: {first['id']}: {first['message']}; fix: {first['fix']}",
+                          findings=tuple(p for p in cell.problems if p["severity"] == "error"),
+                          finished=time.time())
+    for problem in cell.problems:
+        progress(f"  {problem['severity']}: {problem['id']}: {problem['message']}")
+    _fresh(cell.dir)
+    log = cell.dir / "server.log"
+    with open_backend(cell.env.url) as backend:
+        with RunningServer(backend, cell.command, log, limits, progress) as server:
+            launch = server.wait_ready()
+            progress(f"  server {launch.status} after {launch.seconds:.1f} s ({launch.reason})")
+            load = outcome_text = None
+            if launch.status == "ready":
+                load, outcome_text = _run_load(backend, cell, progress)
+    findings = tuple(f.to_dict() for f in triage_text(read_log(log)))  # the whole log, after stop
+    outcome, summary = _outcome(launch, load, outcome_text, findings)
+    if server.leftovers:
+        summary += f" (WARNING: still running after stop: {', '.join(server.leftovers)})"
+    return CellResult(**base, outcome=outcome, summary=summary, startup_s=launch.seconds, load=load,
+                      findings=findings, server_log=log.name, finished=time.time())
+
+
+def _run_load(backend, cell: Cell, progress: Progress) -> tuple[LoadResult | None, str]:
+    timeout_s = cell.load_timeout_s
+    progress(f"  load: {cell.load_summary} (limit {timeout_s:g} s)")
+    with _ticker(progress, "  load running"):
+        result = backend.run(list(cell.load_argv), timeout=timeout_s, env=dict(cell.command.env))
+    (cell.dir / "load.log").write_text(result.stdout + ("\n" + result.stderr if result.stderr else ""),
+                                       encoding="utf-8")
+    if not result.ok:
+        tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
+        return None, f"bench_serving exited {result.returncode}: {tail}"
+    try:
+        return parse_output(result.stdout), ""
+    except LoadParseError as exc:
+        return None, str(exc)
+
+
+def _outcome(launch: Launch, load: LoadResult | None, load_error: str | None,
+             findings: tuple[dict[str, Any], ...]) -> tuple[str, str]:
+    if launch.status != "ready":
+        cause = f"{findings[0]['id']}: {findings[0]['fix']}" if findings else launch.reason
+        return launch.status, cause
+    if load is None:
+        cause = f"{findings[0]['id']}: {findings[0]['fix']}" if findings else (load_error or "no result")
+        return "load_failed", cause
+    return "ok", (f"{load.output_throughput:.1f} tok/s output, TTFT median {load.median_ttft_ms:.0f} ms, "
+                  f"TPOT median {load.median_tpot_ms:.1f} ms")
+
+
+def _fresh(cell_dir: Path) -> None:
+    """A cell starts clean: an interrupted run's logs would mix with this one's."""
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("server.log", "load.log", "result.json"):
+        (cell_dir / name).unlink(missing_ok=True)
+
+
+class _ticker:
+    """Print a line every LOAD_TICK_S while a blocking call runs (the load prints nothing)."""
+
+    def __init__(self, progress: Progress, what: str, every_s: float = LOAD_TICK_S) -> None:
+        self.progress, self.what, self.every_s = progress, what, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(self.every_s):
+            self.progress(f"{self.what}: {time.monotonic() - started:.0f} s")
+
+    def __enter__(self) -> None:
+        self._thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# --- entry point --------------------------------------------------------------------------
+
+
+def prepare(spec_path: Path, configs: Sequence[str], env_names: Sequence[str],
+            home: Path | None) -> list[Cell]:
+    """Load the bench spec, resolve the environments, plan and check every cell."""
+    from envmgr.spec import load_spec
+
+    bench_spec = load_spec(spec_path).spec
+    envs = resolve_envs(env_names, bench_spec, home)
+    return plan_cells(bench_spec, envs, configs, env_python)
+
+
+def env_python(env: Env) -> str:
+    """The environment's own interpreter (venv and image backends know theirs)."""
+    with open_backend(env.url) as backend:
+        return str(getattr(backend, "python", None) or "python3")

@@ -1,0 +1,122 @@
+"""What one benchmark cell (environment x config) produced, as plain data.
+
+A cell is written to ``generations/N/bench/<config>/result.json`` (atomically, last) beside
+its ``server.log`` and ``load.log``; a cell directory without ``result.json`` is one an
+interrupted ``envmgr bench`` left behind and is run again. ``envmgr report`` reads only
+these files, so a report can be made from recorded results anywhere.
+
+Outcomes:
+    ok          the server got ready and the load completed: ``load`` holds the numbers
+    crashed     the server died (process exit or a fatal log signature) before it was ready
+    timeout     not ready within the startup limit
+    hung        not ready, and no log line for the stall limit
+    load_failed the server was ready, the load did not complete
+    skipped     not launched (an error finding from the flag check or the compat rules)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Outcome = Literal["ok", "crashed", "timeout", "hung", "load_failed", "skipped"]
+OUTCOMES: tuple[str, ...] = ("ok", "crashed", "timeout", "hung", "load_failed", "skipped")
+RESULT_FILE = "result.json"
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """bench_serving's summary (its JSONL line), in its own units."""
+
+    output_throughput: float  # tok/s
+    total_throughput: float  # tok/s, input + output
+    request_throughput: float  # req/s
+    completed: int
+    duration_s: float
+    mean_ttft_ms: float
+    median_ttft_ms: float
+    p99_ttft_ms: float
+    mean_tpot_ms: float
+    median_tpot_ms: float
+    p99_tpot_ms: float
+    mean_itl_ms: float
+    median_itl_ms: float
+    p99_itl_ms: float
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoadResult:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """The environment a cell ran in: which generation, and what it holds."""
+
+    label: str  # what a report column is called, e.g. "gen 3 cuda13"
+    generation: int | None
+    spec: str  # the spec's metadata.name
+    backend: str  # the backend URL
+    versions: dict[str, str] = field(default_factory=dict)  # sglang, torch, flashinfer, cuda
+
+
+@dataclass(frozen=True)
+class CellResult:
+    env: EnvInfo
+    config: str
+    outcome: Outcome
+    summary: str  # one line: "89.5 tok/s" or the root cause
+    argv: tuple[str, ...] = ()
+    startup_s: float | None = None  # launch to ready (or to the crash)
+    load: LoadResult | None = None
+    findings: tuple[dict[str, Any], ...] = ()  # triage findings (Finding.to_dict()), root cause first
+    server_log: str = ""  # relative to the cell directory
+    started: float = 0.0  # epoch seconds
+    finished: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["argv"] = list(self.argv)
+        data["findings"] = list(self.findings)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellResult:
+        load = data.get("load")
+        return cls(
+            env=EnvInfo(**data["env"]),
+            config=data["config"],
+            outcome=data["outcome"],
+            summary=data.get("summary", ""),
+            argv=tuple(data.get("argv", ())),
+            startup_s=data.get("startup_s"),
+            load=LoadResult.from_dict(load) if load else None,
+            findings=tuple(data.get("findings", ())),
+            server_log=data.get("server_log", ""),
+            started=data.get("started", 0.0),
+            finished=data.get("finished", 0.0),
+        )
+
+
+def write_result(cell_dir: Path, result: CellResult) -> Path:
+    """Write result.json last and atomically: its presence marks the cell done."""
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    path = cell_dir / RESULT_FILE
+    tmp = cell_dir / f".{RESULT_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_result(cell_dir: Path) -> CellResult | None:
+    """The cell's recorded result, or None when it never finished (or the file is damaged)."""
+    try:
+        return CellResult.from_dict(json.loads((cell_dir / RESULT_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

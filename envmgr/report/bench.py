@@ -1,0 +1,420 @@
+"""Benchmark results side by side: environments as columns, configs as rows.
+
+``comparison`` turns recorded cells (``envmgr/bench/results.py``) into plain data; the
+renderers only present that data: ``render_terminal`` (rich), ``write_html`` (one
+self-contained page) and ``write_png`` (a grouped bar chart). ``write_report`` writes the
+page, the chart and the comparison as JSON for ``envmgr report``.
+
+A cell without numbers shows why: its outcome and, when triage found one, the root cause's
+id and the most actionable clause of its fix; the page adds the full message, fix and log line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from jinja2 import Environment, StrictUndefined
+from rich.table import Table
+from rich.text import Text
+
+from envmgr.bench.results import CellResult, EnvInfo, LoadResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+HTML_NAME = "report.html"
+PNG_NAME = "throughput.png"
+JSON_NAME = "report.json"
+
+# ---------------------------------------------------------------------------------------------
+# The data
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a cell has no numbers: the root finding when triage found one, else the summary."""
+
+    outcome: str
+    finding: str | None  # root cause id
+    short_fix: str  # "" without a finding
+    message: str
+    fix: str
+    line: int | None  # in the server log
+    log_text: str
+
+    @property
+    def headline(self) -> str:
+        return f"{self.outcome}: {self.finding}" if self.finding else self.outcome
+
+
+@dataclass(frozen=True)
+class Cell:
+    env: str  # the column's label
+    config: str
+    outcome: str
+    summary: str
+    startup_s: float | None
+    load: LoadResult | None  # only for ok cells
+    failure: Failure | None  # only for the others
+    ratio: float | None  # output throughput / the first column's, where both are ok
+
+    @property
+    def throughput(self) -> float | None:
+        return self.load.output_throughput if self.load else None
+
+
+@dataclass(frozen=True)
+class Row:
+    config: str
+    cells: tuple[Cell | None, ...]  # one per Comparison.envs; None: not run in that environment
+    best: str | None  # label of the env with the highest output throughput, None when none is ok
+
+    def shows_best(self, cell: Cell) -> bool:
+        """Best is worth marking only where there was something to beat."""
+        contenders = sum(1 for c in self.cells if c and c.throughput is not None)
+        return contenders > 1 and self.best == cell.env
+
+
+@dataclass(frozen=True)
+class Comparison:
+    envs: tuple[EnvInfo, ...]  # the columns, by generation then label
+    rows: tuple[Row, ...]  # configs in first-seen order
+
+    @property
+    def baseline(self) -> str | None:
+        """The column every ratio is relative to."""
+        return self.envs[0].label if self.envs else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, **asdict(self)}
+
+
+def comparison(cells: Iterable[CellResult]) -> Comparison:
+    """Columns by generation (unnumbered last) then label; a cell run twice keeps the later one."""
+    latest: dict[tuple[str, str], CellResult] = {}
+    envs: dict[str, EnvInfo] = {}
+    configs: dict[str, None] = {}  # an ordered set
+    for cell in cells:
+        envs.setdefault(cell.env.label, cell.env)
+        configs.setdefault(cell.config)
+        key = (cell.env.label, cell.config)
+        if key not in latest or cell.finished >= latest[key].finished:
+            latest[key] = cell
+    columns = tuple(sorted(envs.values(), key=lambda e: (e.generation is None, e.generation or 0, e.label)))
+    rows = tuple(_row(config, [latest.get((env.label, config)) for env in columns]) for config in configs)
+    return Comparison(envs=columns, rows=rows)
+
+
+def _row(config: str, results: list[CellResult | None]) -> Row:
+    reference = _ok_throughput(results[0])
+    cells = tuple(_cell(r, reference) if r else None for r in results)
+    ok = [c for c in cells if c and c.throughput is not None]
+    best = max(ok, key=lambda c: c.throughput).env if ok else None
+    return Row(config=config, cells=cells, best=best)
+
+
+def _ok_throughput(result: CellResult | None) -> float | None:
+    return result.load.output_throughput if result and result.ok and result.load else None
+
+
+def _cell(result: CellResult, reference: float | None) -> Cell:
+    throughput = _ok_throughput(result)
+    return Cell(env=result.env.label, config=result.config, outcome=result.outcome,
+                summary=result.summary, startup_s=result.startup_s,
+                load=result.load if throughput is not None else None,
+                failure=None if throughput is not None else _failure(result),
+                ratio=throughput / reference if throughput is not None and reference else None)
+
+
+def _failure(result: CellResult) -> Failure:
+    if not result.findings:  # a hang or a timeout often has no signature: the summary says what
+        return Failure(outcome=result.outcome, finding=None, short_fix="",
+                       message=result.summary or result.outcome, fix="", line=None, log_text="")
+    root = result.findings[0]  # triage orders the root cause first
+    fix = str(root.get("fix", ""))
+    return Failure(outcome=result.outcome, finding=str(root.get("id", "")) or None,
+                   short_fix=short_fix(fix), message=str(root.get("message", result.summary)),
+                   fix=fix, line=root.get("line"), log_text=str(root.get("text", "")))
+
+
+# Fix texts read "what to do: why; or else ...": clauses end at these.
+_CLAUSE_END = re.compile(r": |; |, or | \(|\. ")
+_FLAG = re.compile(r"(?<![\w-])--[a-z]")
+
+
+def short_fix(fix: str, limit: int = 60) -> str:
+    """The fix's first clause that names a server flag (what to change), else its first clause."""
+    clauses = [c.strip(" .") for c in _CLAUSE_END.split(fix) if c.strip(" .")]
+    if not clauses:
+        return ""
+    chosen = next((c for c in clauses if _FLAG.search(c)), clauses[0])
+    return chosen if len(chosen) <= limit else chosen[: limit - 1].rstrip() + "…"
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting shared by every renderer
+
+
+def tok_s(value: float) -> str:
+    return f"{value:.1f} tok/s"
+
+
+def ms(value: float) -> str:
+    return f"{value:.0f} ms" if value >= 100 else f"{value:.1f} ms"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+
+
+def ratio(value: float) -> str:
+    return f"×{value:.2f}"
+
+
+def chart_alt(comp: Comparison) -> str:
+    """What the chart shows, in words, for the page's alt text."""
+    parts = []
+    for row in comp.rows:
+        values = [f"{env.label} {_chart_value(cell)}" for env, cell in zip(comp.envs, row.cells)]
+        parts.append(f"{row.config}: {', '.join(values)}")
+    return "Output throughput (tok/s) per config and environment. " + "; ".join(parts) + "."
+
+
+def _chart_value(cell: Cell | None) -> str:
+    if cell is None:
+        return "not run"
+    if cell.failure:
+        return cell.failure.headline
+    return tok_s(cell.throughput)  # type: ignore[arg-type]  # ok cells have a load
+
+
+# ---------------------------------------------------------------------------------------------
+# Terminal
+
+
+def render_terminal(comp: Comparison, console: Console | None = None) -> None:
+    """A table of configs x environments; data goes in as Text, so it is never read as markup."""
+    if console is None:
+        from envmgr.report.console import _console
+        console = _console()
+    table = Table(title="output throughput by config and environment", show_lines=True)
+    table.add_column("config", style="bold")
+    for env in comp.envs:
+        heading = Text(env.label, style="bold")
+        for name, version in env.versions.items():  # one per line keeps the columns narrow
+            heading.append(f"\n{name} {version}", style="dim")
+        table.add_column(heading)
+    for row in comp.rows:
+        table.add_row(Text(row.config), *(_terminal_cell(row, i, cell) for i, cell in enumerate(row.cells)))
+    console.print(table)
+
+
+def _terminal_cell(row: Row, column: int, cell: Cell | None) -> Text:
+    if cell is None:
+        return Text("not run", style="dim")
+    if cell.failure:
+        text = Text(cell.failure.headline, style="bold red")
+        text.append(f"\nfix: {cell.failure.short_fix}" if cell.failure.short_fix
+                    else f"\n{cell.failure.message}", style="red")
+        return text
+    load = cell.load
+    assert load is not None  # an ok cell
+    text = Text(tok_s(load.output_throughput), style="bold green" if row.shows_best(cell) else "")
+    if column and cell.ratio is not None:
+        text.append(f" {ratio(cell.ratio)}", style="dim")
+    text.append(f"\nTTFT {ms(load.median_ttft_ms)}")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>envmgr benchmark report</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; color: #1a1a1a; margin: 2em; max-width: 84em; }
+h1 { font-size: 1.4em; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #c8c8c8; padding: .5em .7em; vertical-align: top; text-align: left; }
+td { width: 26em; }
+thead th { background: #f2f2f2; }
+.meta { font-weight: normal; color: #555; font-size: .85em; }
+.num { font-size: 1.3em; font-weight: bold; }
+.best .num::after { content: " \\2605"; color: #b07800; }
+.ratio { color: #555; }
+.fail { background: #fff3f2; }
+.outcome { color: #b00020; font-weight: bold; }
+.finding { font-family: ui-monospace, monospace; }
+.fix { color: #1b5e20; }
+.short { color: #1b5e20; font-weight: bold; margin-top: .2em; }
+dl { display: grid; grid-template-columns: auto 1fr; gap: 0 .8em; margin: .4em 0 0; font-size: .9em; }
+dt { color: #555; }
+dd { margin: 0; font-variant-numeric: tabular-nums; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; padding: .3em; font-size: .8em; }
+img { max-width: 100%; height: auto; }
+</style>
+</head>
+<body>
+<h1>Benchmark report</h1>
+<p>{{ comp.envs|length }} environment(s) x {{ comp.rows|length }} config(s). Output throughput from
+bench_serving; {% if comp.baseline %}&times; is the ratio to <b>{{ comp.baseline }}</b> where both ran ok;
+{% endif %}&#9733; marks the best environment per config. A failed cell shows triage's root cause
+and its fix.</p>
+{% if png %}
+<figure><img src="{{ png }}" alt="{{ alt }}"></figure>
+{% endif %}
+<table>
+<thead><tr><th>config</th>
+{% for env in comp.envs %}
+<th>{{ env.label }}
+<div class="meta">spec {{ env.spec }}{% if env.generation is not none %}, generation {{ env.generation }}{% endif %}</div>
+<div class="meta">{{ env.backend }}</div>
+{% for name, version in env.versions.items() %}<div class="meta">{{ name }} {{ version }}</div>{% endfor %}
+</th>
+{% endfor %}
+</tr></thead>
+<tbody>
+{% for row in comp.rows %}
+<tr><th scope="row">{{ row.config }}</th>
+{% for cell in row.cells %}
+{% if cell is none %}
+<td class="meta">not run</td>
+{% elif cell.failure %}
+{% set f = cell.failure %}
+<td class="fail">
+<div class="outcome">{{ f.outcome }}{% if f.finding %}: <span class="finding">{{ f.finding }}</span>{% endif %}</div>
+{% if f.short_fix %}<div class="short">&rarr; {{ f.short_fix }}</div>{% endif %}
+<p>{{ f.message }}</p>
+{% if f.fix %}<p class="fix">fix: {{ f.fix }}</p>{% endif %}
+{% if f.log_text %}<pre>{% if f.line %}server log line {{ f.line }}: {% endif %}{{ f.log_text }}</pre>{% endif %}
+<dl><dt>ended after</dt><dd>{{ cell.startup_s|seconds }}</dd></dl>
+</td>
+{% else %}
+{% set load = cell.load %}
+<td class="{{ 'ok best' if row.shows_best(cell) else 'ok' }}">
+<div class="num">{{ load.output_throughput|tok_s }}</div>
+{% if not loop.first and cell.ratio is not none %}<div class="ratio">{{ cell.ratio|ratio }} vs {{ comp.baseline }}</div>{% endif %}
+<dl>
+<dt>TTFT</dt><dd>{{ load.median_ttft_ms|ms }} median, {{ load.p99_ttft_ms|ms }} p99</dd>
+<dt>TPOT</dt><dd>{{ load.median_tpot_ms|ms }} median, {{ load.p99_tpot_ms|ms }} p99</dd>
+<dt>ITL</dt><dd>{{ load.median_itl_ms|ms }} median, {{ load.p99_itl_ms|ms }} p99</dd>
+<dt>requests</dt><dd>{{ load.completed }} in {{ load.duration_s|seconds }}</dd>
+<dt>startup</dt><dd>{{ cell.startup_s|seconds }}</dd>
+<dt>outcome</dt><dd>{{ cell.outcome }}</dd>
+</dl>
+</td>
+{% endif %}
+{% endfor %}
+</tr>
+{% endfor %}
+</tbody>
+</table>
+</body>
+</html>
+"""
+
+
+def _html_environment() -> Environment:
+    # autoescape everything: config names, summaries and log lines come from files anyone can write
+    env = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(tok_s=tok_s, ms=ms, seconds=seconds, ratio=ratio)
+    return env
+
+
+def write_html(comp: Comparison, path: Path, png: str | None = PNG_NAME) -> Path:
+    """One page, no external resources but the chart PNG (relative to the page) when given."""
+    page = _html_environment().from_string(_PAGE).render(comp=comp, png=png, alt=chart_alt(comp))
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# PNG
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies and in greyscale print.
+_PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
+_FAILED = "#d9d9d9"
+_DPI = 100
+
+
+def write_png(comp: Comparison, path: Path) -> Path:
+    """Grouped bars of output throughput; a failed cell is a hatched grey stub naming why."""
+    # matplotlib is slow to import and only this needs it; Figure + the Agg canvas never touch
+    # pyplot's global state, and the default style keeps a user's matplotlibrc out of the file.
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    n_envs = max(len(comp.envs), 1)
+    with matplotlib.style.context("default"):
+        width_in = min(16.0, max(6.0, 1.5 + len(comp.rows) * (0.8 + 0.9 * n_envs)))  # fits a page
+        fig = Figure(figsize=(width_in, 5.2), dpi=_DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        top = max((c.throughput for r in comp.rows for c in r.cells if c and c.throughput), default=1.0)
+        width = 0.8 / n_envs
+        for j, env in enumerate(comp.envs):
+            colour = _PALETTE[j % len(_PALETTE)]
+            for i, row in enumerate(comp.rows):
+                _draw_bar(ax, i + (j - (n_envs - 1) / 2) * width, width, row.cells[j], j, colour, top)
+        ax.set_xticks(range(len(comp.rows)), [row.config for row in comp.rows])
+        ax.set_xlim(-0.5, max(len(comp.rows), 1) - 0.5)
+        ax.set_ylim(0, top * 1.3)  # room for the value labels above the tallest bar
+        ax.set_ylabel("output throughput (tok/s)")
+        ax.set_xlabel("benchmark config")
+        ax.set_title("Output throughput by config and environment")
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+        ax.spines[["top", "right"]].set_visible(False)
+        handles = [Patch(facecolor=_PALETTE[j % len(_PALETTE)], label=env.label) for j, env in enumerate(comp.envs)]
+        if any(c and c.failure for r in comp.rows for c in r.cells):
+            handles.append(Patch(facecolor=_FAILED, edgecolor="#555555", hatch="///", label="failed (no throughput)"))
+        if handles:
+            fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5), frameon=False)
+        # no Software/date chunks: the same results give the same bytes
+        fig.savefig(path, format="png", dpi=_DPI, metadata={"Software": None})
+    return path
+
+
+def _draw_bar(ax: Any, x: float, width: float, cell: Cell | None, column: int, colour: str, top: float) -> None:
+    if cell is None:
+        ax.annotate("not run", (x, 0), xytext=(0, 4), textcoords="offset points", ha="center",
+                    va="bottom", rotation=90, fontsize=8, color="#777777")
+        return
+    if cell.failure:
+        stub = top * 0.05  # visible, and too short to be read as a throughput
+        ax.bar(x, stub, width, color=_FAILED, edgecolor=colour, hatch="///", linewidth=1.5)
+        # upright: a finding id is wider than a bar and would run into the neighbour's label
+        ax.annotate(cell.failure.headline, (x, stub), xytext=(0, 4), textcoords="offset points",
+                    ha="center", va="bottom", rotation=90, fontsize=8.5, color="#b00020")
+        return
+    value = cell.throughput or 0.0
+    ax.bar(x, value, width, color=colour)
+    label = f"{value:.1f}" + (f"\n{ratio(cell.ratio)}" if column and cell.ratio is not None else "")
+    ax.annotate(label, (x, value), xytext=(0, 3), textcoords="offset points", ha="center",
+                va="bottom", fontsize=9)
+
+
+# ---------------------------------------------------------------------------------------------
+# All of it
+
+
+def write_report(cells: Iterable[CellResult], out_dir: Path) -> dict[str, Path]:
+    """report.html with throughput.png beside it, and report.json (the comparison)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    comp = comparison(cells)
+    png = write_png(comp, out_dir / PNG_NAME)
+    html = write_html(comp, out_dir / HTML_NAME, png=png.name)
+    data = out_dir / JSON_NAME
+    data.write_text(json.dumps(comp.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return {"html": html, "png": png, "json": data}

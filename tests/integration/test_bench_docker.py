@@ -1,0 +1,71 @@
+"""The launcher with the docker:// backend: the SGLang TEST DOUBLE runs in a real container
+(host network, init process), built on the local base image; ready and crash detection, and
+teardown that leaves no container behind."""
+
+from __future__ import annotations
+
+import io
+import socket
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from envmgr.backends.docker import DockerBackend
+from envmgr.bench.command import ServerCommand
+from envmgr.bench.launch import Limits, RunningServer
+
+pytestmark = pytest.mark.integration
+
+DOUBLE = Path(__file__).resolve().parents[1] / "doubles" / "sglang_double"
+TAG = "envmgr-test/sglang-double:latest"
+
+
+@pytest.fixture(scope="module")
+def double_image(docker_client, base_image) -> str:
+    """The base image plus the double's package on PYTHONPATH (built through the real daemon)."""
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        dockerfile = (f"FROM {base_image}\nCOPY sglang_double /opt/sglang_double\n"
+                      "ENV PYTHONPATH=/opt/sglang_double\n").encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+        tar.add(DOUBLE, arcname="sglang_double",
+                filter=lambda t: None if "__pycache__" in t.name else t)
+    context.seek(0)
+    docker_client.images.build(fileobj=context, custom_context=True, tag=TAG, rm=True)
+    return TAG
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def running_containers(docker_client, image: str) -> list:
+    return [c for c in docker_client.containers.list(all=True) if image in c.image.tags]
+
+
+@pytest.mark.parametrize("scenario, status, finding", [
+    ("ready", "ready", None),
+    ("kv_pool_oom", "crashed", "kv_pool_oom"),
+    ("assert_after_weights", "crashed", "ep_expert_location_assert"),
+])
+def test_server_in_a_container(docker_client, double_image, tmp_path, scenario, status, finding):
+    port = free_port()
+    argv = ("python3", "-m", "sglang.launch_server", "--model-path", "/models/Kimi-K2.5-INT4",
+            "--tp-size", "8", "--host", "127.0.0.1", "--port", str(port))
+    cmd = ServerCommand("test", argv, {"SGLANG_DOUBLE_SCENARIO": scenario, "SGLANG_DOUBLE_DELAY": "0.01"},
+                        "127.0.0.1", port)
+    with DockerBackend(f"docker://{double_image}") as backend:
+        with RunningServer(backend, cmd, tmp_path / "server.log", Limits(startup_s=60, stall_s=10, grace_s=3)) as server:
+            result = server.wait_ready()
+    assert result.status == status, result
+    if finding:
+        assert result.findings[0].id == finding
+        assert result.detected_after_s <= 5.0
+    assert server.stopped_cleanly and server.leftovers == []
+    assert running_containers(docker_client, double_image) == []
+    assert "Load weight begin" in (tmp_path / "server.log").read_text()

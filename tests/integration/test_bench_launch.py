@@ -1,0 +1,135 @@
+"""The launcher against the SGLang TEST DOUBLE (tests/doubles/sglang_double): real processes,
+real HTTP, real SGLang log sequences replayed. Ready detection, crash detection within 5 s of
+the fatal line (the scenario waited 600 s), and teardown that leaves no process behind."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from envmgr.backends.local import LocalBackend
+from envmgr.backends.service import group_members
+from envmgr.bench.command import ServerCommand
+from envmgr.bench.launch import LaunchError, Limits, RunningServer
+
+DOUBLE = Path(__file__).resolve().parents[1] / "doubles" / "sglang_double"
+FAST = Limits(startup_s=60, stall_s=3, grace_s=5, settle_s=1.0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def command(scenario: str, *flags: str, port: int | None = None) -> ServerCommand:
+    port = port or free_port()
+    argv = (sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/Kimi-K2.5-INT4",
+            "--tp-size", "8", "--host", "127.0.0.1", "--port", str(port), *flags)
+    env = {"PYTHONPATH": str(DOUBLE), "SGLANG_DOUBLE_SCENARIO": scenario, "SGLANG_DOUBLE_DELAY": "0.02"}
+    return ServerCommand("test", argv, env, "127.0.0.1", port)
+
+
+def launch(tmp_path: Path, cmd: ServerCommand, limits: Limits = FAST) -> RunningServer:
+    return RunningServer(LocalBackend(), cmd, tmp_path / "server.log", limits, progress=lambda line: None)
+
+
+def assert_torn_down(server: RunningServer) -> None:
+    assert server.stopped_cleanly is True
+    assert server.leftovers == []
+    assert group_members(server.service.pgid) == []
+
+
+def test_ready_server_is_detected_serves_and_is_torn_down(tmp_path):
+    cmd = command("ready")
+    with launch(tmp_path, cmd) as server:
+        result = server.wait_ready()
+        assert result.status == "ready", result
+        assert result.findings == []
+        with urllib.request.urlopen(cmd.base_url + "/health", timeout=5) as response:
+            assert response.status == 200
+        assert len(group_members(server.service.pgid)) >= 1
+    assert_torn_down(server)
+    assert "Load weight end" in (tmp_path / "server.log").read_text()
+
+
+def test_kv_pool_oom_is_caught_within_seconds_with_the_fix(tmp_path):
+    with launch(tmp_path, command("kv_pool_oom")) as server:
+        result = server.wait_ready()
+    assert result.status == "crashed", result
+    root = result.findings[0]
+    assert root.id == "kv_pool_oom"
+    assert root.values["mem_fraction_static"] == pytest.approx(0.778734296875)
+    assert "suggested_mem_fraction_static" in root.values or "mem_fraction" in root.fix
+    assert result.detected_after_s is not None and result.detected_after_s <= 5.0
+    assert result.seconds < 30
+    assert_torn_down(server)
+
+
+def test_suggested_mem_fraction_gets_the_server_up(tmp_path):
+    """Triage's number is not decoration: the double sizes the KV pool with SGLang's arithmetic."""
+    with launch(tmp_path / "first", command("kv_pool_oom")) as server:
+        first = server.wait_ready()
+    suggested = first.findings[0].values["suggested_mem_fraction_static"]
+    with launch(tmp_path / "second", command("kv_pool_oom", "--mem-fraction-static", str(suggested))) as server:
+        second = server.wait_ready()
+    assert second.status == "ready", second
+    assert_torn_down(server)
+
+
+def test_assertion_after_weights_with_the_process_still_up_is_a_crash(tmp_path):
+    with launch(tmp_path, command("assert_after_weights")) as server:
+        result = server.wait_ready()
+        assert server.service.poll() is None  # only the log says it is dead
+    assert result.status == "crashed", result
+    assert result.findings[0].id == "ep_expert_location_assert"
+    assert result.detected_after_s is not None and result.detected_after_s <= 5.0
+    assert_torn_down(server)
+
+
+def test_a_silent_server_is_hung_after_the_stall_limit(tmp_path):
+    started = time.monotonic()
+    with launch(tmp_path, command("hang")) as server:
+        result = server.wait_ready()
+    assert result.status == "hung", result
+    assert FAST.stall_s <= time.monotonic() - started < FAST.stall_s + 10
+    assert_torn_down(server)
+
+
+def test_startup_limit_is_a_timeout(tmp_path):
+    limits = Limits(startup_s=1.5, stall_s=60, grace_s=5)
+    with launch(tmp_path, command("hang"), limits) as server:
+        result = server.wait_ready()
+    assert result.status == "timeout"
+    assert_torn_down(server)
+
+
+def test_a_taken_port_is_refused_before_anything_starts(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(LaunchError, match=f"port {port}"):
+            launch(tmp_path, command("ready", port=port))
+    assert not (tmp_path / "server.log").exists()
+
+
+def test_sigterm_ignoring_children_are_killed(tmp_path):
+    """A child that ignores TERM still goes: the group gets KILL after the grace period."""
+    script = ("import signal, subprocess, sys, time\n"
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "subprocess.Popen([sys.executable, '-c', 'import signal,time; "
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])\n"
+              "print('started', flush=True); time.sleep(600)\n")
+    cmd = ServerCommand("test", (sys.executable, "-c", script), {}, "127.0.0.1", free_port())
+    with launch(tmp_path, cmd, Limits(startup_s=1, stall_s=60, grace_s=1)) as server:
+        deadline = time.monotonic() + 10
+        while len(group_members(server.service.pgid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(group_members(server.service.pgid)) == 2
+    assert_torn_down(server)

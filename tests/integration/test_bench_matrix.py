@@ -1,0 +1,142 @@
+"""``envmgr bench`` end to end against the SGLang TEST DOUBLE: two generations x the scenario's
+configs, real processes, real HTTP load through the bench_serving double, results recorded,
+resumed after an interruption, and reported."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envmgr.bench.collect import results_in_store
+from envmgr.bench.matrix import prepare, run_matrix
+from envmgr.bench.results import read_result
+from envmgr.spec import load_spec
+from envmgr.state import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+DOUBLE = ROOT / "tests" / "doubles" / "sglang_double"
+BENCH = ROOT / "tests" / "fixtures" / "bench" / "double-bench.yaml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_generation(store: Store, spec_file: Path, sglang: str) -> int:
+    """A complete generation whose environment is this host (local://), as apply records one."""
+    with store.locked():
+        path = store.begin()
+        merged = load_spec(spec_file).spec.model_dump(mode="json", exclude={"extends"}, exclude_none=True)
+        (path / "spec.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
+        (path / "lock.txt").write_text(f"sglang=={sglang} \\\n    --hash=sha256:{'0' * 64}\n")
+        gen = store.commit(path, {"spec_name": "double", "backend": "local://", "backend_kind": "local"})
+        store.switch(gen.number)
+    return gen.number
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(DOUBLE))  # `python3 -m sglang...` resolves to the double
+    monkeypatch.setenv("SGLANG_DOUBLE_DELAY", "0.01")
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(yaml.safe_dump({
+        "apiVersion": "envmgr/v1", "extends": str(BENCH), "metadata": {"name": "double-bench"},
+        "benchmarks": {"server_flags": {"--port": free_port()}}}))
+    # The generations' own specs: their stacks give the versions the flags are checked against.
+    home = tmp_path / "home"
+    store = Store(home)
+    old = make_generation(store, ROOT / "specs" / "cuda128.yaml", "0.5.9")
+    new = make_generation(store, ROOT / "specs" / "cuda13.yaml", "0.5.15")
+    return spec, home, store, old, new
+
+
+def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
+    spec, home, store, gen, new = setup
+    configs = ["baseline", "ep_flashinfer_a2a", "ep_mem092", "eagle3_hang", "typo"]
+    envs = [str(gen), str(new)]
+    cells = prepare(spec, configs, envs, home)
+    lines: list[str] = []
+    run = run_matrix(cells, progress=lines.append)
+    assert len(run.results) == 2 * len(configs)
+    by_config = {r.config: r for r in run.results if r.env.generation == gen}
+    on_new = {r.config: r for r in run.results if r.env.generation == new}
+
+    assert by_config["baseline"].outcome == "ok", by_config["baseline"]
+    assert by_config["baseline"].load.completed == 8
+    assert by_config["baseline"].load.output_throughput > 0
+    assert by_config["ep_flashinfer_a2a"].outcome == "crashed"
+    assert by_config["ep_flashinfer_a2a"].findings[0]["id"] == "kv_pool_oom"
+    assert "0.92" in by_config["ep_flashinfer_a2a"].summary
+    assert by_config["ep_mem092"].outcome == "ok", by_config["ep_mem092"]
+    assert by_config["eagle3_hang"].outcome == "hung"
+    assert by_config["typo"].outcome == "skipped"
+    assert "--moe-a2a-backend" in by_config["typo"].summary  # did you mean
+    assert any("Load weight end" in line for line in lines)  # progress shows the server's milestones
+
+    # sglang 0.5.15 (cuda13.yaml) also wants --enable-dp-attention for FlashInfer A2A: not launched.
+    assert on_new["baseline"].outcome == "ok"
+    assert on_new["baseline"].env.versions["sglang"] == "0.5.15"
+    assert on_new["ep_flashinfer_a2a"].outcome == "skipped"
+    assert on_new["ep_flashinfer_a2a"].findings[0]["id"] == "a2a-flashinfer-needs-dp-attention"
+
+    # Recorded beside the generation; a second run reuses every cell.
+    cell_dir = store.get(gen).path / "bench" / "baseline"
+    assert read_result(cell_dir).outcome == "ok"
+    assert "fired up" in (cell_dir / "server.log").read_text()
+    again = run_matrix(prepare(spec, configs, envs, home), progress=lines.append)
+    assert len(again.reused) == 2 * len(configs)
+
+    # An interrupted cell (no result.json) is the only one run again.
+    (store.get(gen).path / "bench" / "ep_mem092" / "result.json").unlink()
+    resumed = run_matrix(prepare(spec, configs, envs, home), progress=lines.append)
+    assert len(resumed.reused) == 2 * len(configs) - 1
+
+    recorded = results_in_store(home)
+    assert len(recorded) == 2 * len(configs)
+
+    from envmgr.report.bench import write_report
+
+    written = write_report(recorded, tmp_path / "report")
+    html = written["html"].read_text() if "html" in written else (tmp_path / "report" / "report.html").read_text()
+    assert "kv_pool_oom" in html and "a2a-flashinfer-needs-dp-attention" in html
+
+
+def test_interrupt_stops_the_server_and_leaves_the_cell_to_redo(setup):
+    spec, home, store, gen, _ = setup
+    cells = prepare(spec, ["baseline"], [str(gen)], home)
+
+    def interrupt_when_ready(line: str) -> None:
+        if "server ready" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_matrix(cells, progress=interrupt_when_ready)
+    cell_dir = store.get(gen).path / "bench" / "baseline"
+    assert (cell_dir / "server.log").is_file() and read_result(cell_dir) is None
+    port = cells[0].command.port
+    with socket.socket() as s:  # the server is gone: nothing answers on its port
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    resumed = run_matrix(prepare(spec, ["baseline"], [str(gen)], home))
+    assert resumed.reused == [] and resumed.results[0].outcome == "ok"
+
+
+def test_cli_dry_run_shows_commands_and_blocks_the_typo(setup):
+    import subprocess
+
+    spec, home, store, gen, _ = setup
+    out = subprocess.run([sys.executable, "-m", "envmgr", "bench", str(spec), "--env", str(gen),
+                          "--home", str(home), "--dry-run", "--json"], capture_output=True, text=True)
+    assert out.returncode == 1, out.stderr
+    cells = {c["config"]: c for c in json.loads(out.stdout)}
+    assert cells["typo"]["would_launch"] is False
+    assert cells["baseline"]["would_launch"] is True
+    assert cells["ep_flashinfer_a2a"]["argv"][-4:] == ["--moe-a2a-backend", "flashinfer",
+                                                      "--moe-runner-backend", "flashinfer_cutlass"]
+    assert not (store.get(gen).path / "bench").exists()  # a dry run launches and records nothing
