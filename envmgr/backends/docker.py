@@ -163,7 +163,9 @@ class DockerBackend(Closing):
             container = api.create_container(
                 image, command=args[1:], entrypoint=args[:1],  # argv[0] replaces any ENTRYPOINT
                 environment=dict(env or {}), labels={RUN_LABEL: "1"},
-                host_config=self._host_config(api),
+                # The host's network, as a venv command has: a load client reaches the server
+                # that ``start`` runs on a host port.
+                host_config=self._host_config(api, network_mode="host"),
             )["Id"]
         try:
             self._start(api, container, args)

@@ -26,7 +26,9 @@ def double_image(docker_client, base_image) -> str:
     """The base image plus the double's package on PYTHONPATH (built through the real daemon)."""
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
-        dockerfile = (f"FROM {base_image}\nCOPY sglang_double /opt/sglang_double\n"
+        # The venv where envmgr's images keep the environment (DockerBackend.python).
+        dockerfile = (f"FROM {base_image}\nRUN python3 -m venv /opt/envmgr/venv\n"
+                      "COPY sglang_double /opt/sglang_double\n"
                       "ENV PYTHONPATH=/opt/sglang_double\n").encode()
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(dockerfile)
@@ -69,3 +71,25 @@ def test_server_in_a_container(docker_client, double_image, tmp_path, scenario, 
     assert server.stopped_cleanly and server.leftovers == []
     assert running_containers(docker_client, double_image) == []
     assert "Load weight begin" in (tmp_path / "server.log").read_text()
+
+
+def test_matrix_cells_in_an_image_with_load(docker_client, double_image, tmp_path, monkeypatch):
+    """``envmgr bench --env docker://IMAGE``: server and bench_serving client each in a container."""
+    import yaml
+
+    from envmgr.bench.matrix import prepare, run_matrix
+
+    bench = Path(__file__).resolve().parents[1] / "fixtures" / "bench" / "double-bench.yaml"
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(yaml.safe_dump({"apiVersion": "envmgr/v1", "extends": str(bench),
+                                    "metadata": {"name": "double-bench"},
+                                    "benchmarks": {"server_flags": {"--port": free_port()}}}))
+    monkeypatch.setenv("SGLANG_DOUBLE_DELAY", "0.01")
+    cells = prepare(spec, ["baseline", "ep_flashinfer_a2a"], [f"docker://{double_image}"], tmp_path / "home")
+    assert cells[0].command.argv[0] == "/opt/envmgr/venv/bin/python"
+    run = run_matrix(cells)
+    ok, crashed = run.results
+    assert ok.outcome == "ok", ok
+    assert ok.load.completed == 8 and ok.load.output_throughput > 0
+    assert crashed.outcome == "crashed" and crashed.findings[0]["id"] == "kv_pool_oom"
+    assert running_containers(docker_client, double_image) == []
