@@ -1,7 +1,7 @@
 """The ``envmgr`` command: parse arguments, call the library, render the result.
 
 Exit codes: 0 success; 1 an error (or, for ``validate``, an error finding; for ``triage``,
-a known failure in the log);
+a known failure in the log; for ``bench``, a cell that did not run its load);
 2 for ``plan`` when there are changes (like terraform's ``-detailed-exitcode``).
 Heavy modules are imported inside the commands so ``envmgr --help`` stays fast.
 """

@@ -69,7 +69,8 @@ class Launch:
     findings: list[Finding] = field(default_factory=list)
     returncode: int | None = None
     health_path: str | None = None
-    # Crashes: seconds from the root cause's log line reaching us to this verdict.
+    # Seconds from the deciding log line (the root cause, or the ready line) reaching us to
+    # this verdict; None when no log line decided it (exit code, health, limits).
     detected_after_s: float | None = None
 
 
@@ -94,6 +95,7 @@ class RunningServer:
         self._lock = threading.Lock()
         self._findings: list[Finding] = []
         self._ready_line = False
+        self._ready_at: float | None = None
         self._eof = False
         self._last_line_at = time.monotonic()
         self._last_line = ""
@@ -126,7 +128,8 @@ class RunningServer:
                     self._last_line_at = time.monotonic()
                     self._arrivals.append(self._last_line_at)
                     self._findings.extend(found)
-                    self._ready_line |= READY_LINE in line
+                    if READY_LINE in line and not self._ready_line:
+                        self._ready_line, self._ready_at = True, self._last_line_at
                 milestone = next((m for m in MILESTONES if m in line), None)
                 if milestone and milestone not in self._shown:
                     self._shown.add(milestone)
@@ -189,11 +192,13 @@ class RunningServer:
                 health_path: str | None = None) -> Launch:
         now = time.monotonic()
         findings = self.triage.findings()
-        detected_after = None
-        if findings and status == "crashed":
-            with self._lock:
-                arrived = self._arrivals[findings[0].line - 1] if findings[0].line <= len(self._arrivals) else now
-            detected_after = round(now - arrived, 3)
+        arrived = None
+        with self._lock:
+            if findings and status == "crashed" and findings[0].line <= len(self._arrivals):
+                arrived = self._arrivals[findings[0].line - 1]
+            elif status == "ready" and health_path is None:
+                arrived = self._ready_at
+        detected_after = None if arrived is None else round(now - arrived, 3)
         return Launch(status, round(now - self.started_at, 3), reason, findings, returncode, health_path,
                       detected_after)
 

@@ -133,3 +133,46 @@ def test_sigterm_ignoring_children_are_killed(tmp_path):
             time.sleep(0.05)
         assert len(group_members(server.service.pgid)) == 2
     assert_torn_down(server)
+
+
+def test_health_polling_falls_back_to_the_endpoint_the_server_has(tmp_path):
+    """A server without /health_generate (404) that never logs the ready line is ready by /health."""
+    script = (
+        "import http.server, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200 if self.path == '/health' else 404); self.end_headers()\n"
+        "    def log_message(self, *a): pass\n"
+        "print('INFO:     Uvicorn running', flush=True)\n"
+        "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n")
+    port = free_port()
+    cmd = ServerCommand("test", (sys.executable, "-c", script, str(port)), {}, "127.0.0.1", port)
+    with launch(tmp_path, cmd) as server:
+        result = server.wait_ready()
+    assert (result.status, result.health_path) == ("ready", "/health"), result
+    assert_torn_down(server)
+
+
+def test_a_backend_that_cannot_host_a_server_is_a_usage_error(tmp_path):
+    from envmgr.errors import UsageError
+
+    class RunOnly:
+        url = "ansible://gpu"
+
+    with pytest.raises(UsageError, match="cannot host a benchmark server"):
+        RunningServer(RunOnly(), command("ready"), tmp_path / "server.log")
+
+
+def test_venv_backend_starts_the_server_with_the_venvs_environment(tmp_path):
+    import subprocess
+
+    from envmgr.backends.venv import VenvBackend
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    cmd = command("ready")
+    cmd = ServerCommand("test", (str(venv / "bin" / "python"), *cmd.argv[1:]), cmd.env, cmd.host, cmd.port)
+    server = RunningServer(VenvBackend(str(venv)), cmd, tmp_path / "server.log", FAST)
+    with server:
+        assert server.wait_ready().status == "ready"
+    assert_torn_down(server)

@@ -149,3 +149,35 @@ def test_unknown_backend_scheme(capsys, tmp_path):
     rc, _, err = run(capsys, "apply", str(SPECS / "demo-cpu.yaml"), "--backend", "conda://x", "--yes",
                      "--home", str(tmp_path))
     assert rc == 1 and "not a backend URL" in err
+
+
+def test_report_from_recorded_results_writes_html_png_json(capsys, tmp_path):
+    results = ROOT / "tests" / "fixtures" / "bench" / "results"
+    rc, out, _ = run(capsys, "report", "--results", str(results), "--out", str(tmp_path / "r"))
+    assert rc == 0
+    assert "89.5 tok/s" in out and "crashed: kv_pool_oom" in out
+    assert "raise --mem-fraction-static from 0.7787 to 0.92" in out
+    for name in ("report.html", "throughput.png", "report.json"):
+        assert (tmp_path / "r" / name).stat().st_size > 0
+
+
+def test_report_without_results_says_what_to_do(capsys, tmp_path):
+    rc, _, err = run(capsys, "report", "--home", str(tmp_path / "empty"), "--out", str(tmp_path / "r"))
+    assert rc == 1
+    assert "no benchmark results" in err and "envmgr bench SPEC" in err
+
+
+def test_bench_without_a_current_generation_is_a_usage_error(capsys, tmp_path):
+    rc, _, err = run(capsys, "bench", str(SPECS / "cuda128.yaml"), "--home", str(tmp_path), "--dry-run")
+    assert rc == 1
+    assert "no current generation" in err and "--env" in err
+    assert "Traceback" not in err
+
+
+def test_bench_dry_run_on_a_url_target_shows_the_scenario_commands(capsys, tmp_path):
+    rc, out, _ = run(capsys, "bench", str(SPECS / "cuda13.yaml"), "--env", "venv:///opt/envs/cuda13",
+                     "--home", str(tmp_path), "--dry-run")
+    assert rc == 1  # cuda13's EP config lacks --enable-dp-attention for sglang 0.5.15: not launched
+    assert "/opt/envs/cuda13/bin/python -m sglang.launch_server --model-path /models/Kimi-K2.5-INT4" in out
+    assert "a2a-flashinfer-needs-dp-attention" in out and "would be skipped" in out
+    assert "--dataset-name random-ids" in out
