@@ -81,6 +81,7 @@ def run_scheduler_process(scenario_name: str, values: dict, tp_size: int, fracti
                           max_bs: int, writer, parent_pid: int) -> None:
     """Stands for SGLang's run_scheduler_process on every TP rank at once."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the launcher, which kills us
+    held = _hold_gpu_memory()  # noqa: F841 - kept alive as long as this "rank" is
     scenario = sc.SCENARIOS[scenario_name]
     sections = sc.read_sections(scenario.log)
     part = lambda name: sc.select_ranks(sections.get(name, []), tp_size)  # noqa: E731
@@ -103,6 +104,17 @@ def run_scheduler_process(scenario_name: str, values: dict, tp_size: int, fracti
     writer.send({"status": "ready", "max_total_num_tokens": pool["kv_tokens"],
                  "max_req_input_len": sc.CONTEXT_LEN - 5})
     _idle(parent_pid)
+
+
+def _hold_gpu_memory():
+    """SGLANG_DOUBLE_GPU_GB=N: hold N GB of real GPU memory, as a rank holds its weights, so a
+    GPU test can see that teardown gives it back (needs torch and a GPU)."""
+    gigabytes = float(os.environ.get("SGLANG_DOUBLE_GPU_GB", "0") or 0)
+    if gigabytes <= 0:
+        return None
+    import torch
+
+    return torch.empty(int(gigabytes * 2**30), dtype=torch.uint8, device="cuda")
 
 
 def _fail(lines: list[str], values: dict, parent_pid: int) -> None:
