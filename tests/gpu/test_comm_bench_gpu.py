@@ -45,12 +45,21 @@ def keep(name: str, data: dict) -> None:
         Path(out, name).write_text(json.dumps(data, indent=1))
 
 
-def test_tp_and_ep_verify_step_eager_and_in_one_graph(gpus):
+@pytest.mark.parametrize("world_size", [None, 2, 4, 8], ids=["all-gpus", "ws2", "ws4", "ws8"])
+def test_tp_and_ep_verify_step_eager_and_in_one_graph(gpus, world_size):
+    """Every GPU (evidence comm_bench.json), then world sizes 2, 4, 8 where the machine has them
+    (comm_bench_ws{N}.json): issue 7's TP-vs-EP comparison per world size."""
+    if world_size is not None and (world_size > gpus or world_size == gpus):
+        pytest.skip(f"world size {world_size}: " + ("covered by all-gpus" if world_size == gpus
+                                                     else f"this machine has {gpus} GPU(s)"))
     lines: list[str] = []
-    result = comm.run_comm_bench(LocalBackend(), sys.executable, comm.comm_args(), lines.append)
+    result = comm.run_comm_bench(LocalBackend(), sys.executable, comm.comm_args(world_size=world_size),
+                                 lines.append)
     summary = comm.summarize(result)
-    keep("comm_bench.json", result)
-    keep("comm_bench_summary.json", summary)
+    suffix = f"_ws{world_size}" if world_size else ""
+    keep(f"comm_bench{suffix}.json", result)
+    keep(f"comm_bench{suffix}_summary.json", summary)
+    gpus = world_size or gpus
     print("\n".join(lines + comm.summary_lines(summary)))
     details = result["details"]
     assert result["status"] == "pass", f"{result['summary']}\n{details.get('traceback')}"
