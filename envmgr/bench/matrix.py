@@ -196,7 +196,12 @@ def run_matrix(cells: Sequence[Cell], *, rerun: bool = False, limits: Limits | N
             run.reused.append(name)
             continue
         progress(f"[{index}/{len(cells)}] {name}")
-        result = run_cell(cell, progress, limits)
+        try:
+            result = run_cell(cell, progress, limits)
+        except KeyboardInterrupt:
+            progress(f"interrupted in {name}: its server is stopped and nothing was recorded for it; "
+                     "run the same command again to resume from this cell")
+            raise
         write_result(cell.dir, result)
         progress(f"  -> {result.outcome}: {result.summary}")
         run.results.append(result)

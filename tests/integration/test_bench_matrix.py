@@ -140,3 +140,35 @@ def test_cli_dry_run_shows_commands_and_blocks_the_typo(setup):
     assert cells["ep_flashinfer_a2a"]["argv"][-4:] == ["--moe-a2a-backend", "flashinfer",
                                                       "--moe-runner-backend", "flashinfer_cutlass"]
     assert not (store.get(gen).path / "bench").exists()  # a dry run launches and records nothing
+
+
+def test_ctrl_c_on_the_cli_stops_the_server_and_a_rerun_resumes(setup, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    spec, home, store, gen, _ = setup
+    env = {**os.environ, "SGLANG_DOUBLE_DELAY": "0.01", "SGLANG_DOUBLE_TOKEN_S": "0.05"}  # a slow load
+    proc = subprocess.Popen([sys.executable, "-m", "envmgr", "bench", str(spec), "--env", str(gen),
+                             "--config", "baseline", "--home", str(home)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    log = store.get(gen).path / "bench" / "baseline" / "server.log"
+    deadline = time.monotonic() + 30
+    while not (log.is_file() and "fired up" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # into the load
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "run the same command again to resume" in err
+    assert "Traceback" not in err
+    assert read_result(log.parent) is None
+    port = prepare(spec, ["baseline"], [str(gen)], home)[0].command.port
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0  # nothing answers: the server is gone
+    again = subprocess.run([sys.executable, "-m", "envmgr", "bench", str(spec), "--env", str(gen),
+                            "--config", "baseline", "--home", str(home), "--json"],
+                           capture_output=True, text=True, env={**os.environ, "SGLANG_DOUBLE_DELAY": "0.01"})
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)[0]["outcome"] == "ok"
