@@ -190,7 +190,7 @@ def run_matrix(cells: Sequence[Cell], *, rerun: bool = False, limits: Limits | N
     for index, cell in enumerate(cells, 1):
         name = f"{cell.env.info.label} x {cell.config}"
         done = None if rerun else read_result(cell.dir)
-        if done is not None and done.argv == cell.command.argv:
+        if done is not None and done.same_run(cell.command.argv, cell.command.env, cell.load_argv):
             progress(f"[{index}/{len(cells)}] {name}: done earlier ({done.summary}); --rerun repeats it")
             run.results.append(done)
             run.reused.append(name)
@@ -212,7 +212,8 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     """Launch, wait, load, stop: one cell. An interrupt stops the server and writes nothing."""
     limits = limits or cell.limits
     started = time.time()
-    base = dict(env=cell.env.info, config=cell.config, argv=cell.command.argv, started=started)
+    base = dict(env=cell.env.info, config=cell.config, argv=cell.command.argv,
+                server_env=dict(cell.command.env), load_argv=cell.load_argv, started=started)
     if cell.blocked:
         first = next(p for p in cell.problems if p["severity"] == "error")
         return CellResult(**base, outcome="skipped", summary=f"not launched: {first['id']}: {first['message']}; fix: {first['fix']}",

@@ -69,6 +69,8 @@ class CellResult:
     outcome: Outcome
     summary: str  # one line: "89.5 tok/s" or the root cause
     argv: tuple[str, ...] = ()
+    server_env: dict[str, str] = field(default_factory=dict)  # the config's env vars
+    load_argv: tuple[str, ...] = ()
     startup_s: float | None = None  # launch to ready (or to the crash)
     load: LoadResult | None = None
     findings: tuple[dict[str, Any], ...] = ()  # triage findings (Finding.to_dict()), root cause first
@@ -80,9 +82,14 @@ class CellResult:
     def ok(self) -> bool:
         return self.outcome == "ok"
 
+    def same_run(self, argv: tuple[str, ...], server_env: dict[str, str], load_argv: tuple[str, ...]) -> bool:
+        """Whether this result is of exactly that server command, env and load (resume)."""
+        return (self.argv, self.server_env, self.load_argv) == (tuple(argv), dict(server_env), tuple(load_argv))
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["argv"] = list(self.argv)
+        data["load_argv"] = list(self.load_argv)
         data["findings"] = list(self.findings)
         return data
 
@@ -95,6 +102,8 @@ class CellResult:
             outcome=data["outcome"],
             summary=data.get("summary", ""),
             argv=tuple(data.get("argv", ())),
+            server_env=dict(data.get("server_env", {})),
+            load_argv=tuple(data.get("load_argv", ())),
             startup_s=data.get("startup_s"),
             load=LoadResult.from_dict(load) if load else None,
             findings=tuple(data.get("findings", ())),

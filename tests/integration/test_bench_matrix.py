@@ -98,6 +98,13 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     resumed = run_matrix(prepare(spec, configs, envs, home), progress=lines.append)
     assert len(resumed.reused) == 2 * len(configs) - 1
 
+    # A changed load is a different measurement: every cell that ran a load runs again.
+    spec_data = yaml.safe_load(spec.read_text())
+    spec_data["benchmarks"]["load"] = {"num_prompts": 4}
+    spec.write_text(yaml.safe_dump(spec_data))
+    changed = run_matrix(prepare(spec, ["baseline"], [str(gen)], home), progress=lines.append)
+    assert changed.reused == [] and changed.results[0].load.completed == 4
+
     recorded = results_in_store(home)
     assert len(recorded) == 2 * len(configs)
 
