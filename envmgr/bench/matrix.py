@@ -170,9 +170,20 @@ def cell_problems(bench_spec: Spec, env: Env, config: str) -> list[dict[str, Any
     the env's sglang release (errors first)."""
     from envmgr.compat import evaluate
 
-    stack = env.spec.model_copy(update={"benchmarks": bench_spec.benchmarks})
+    stack = _as_installed(env).model_copy(update={"benchmarks": bench_spec.benchmarks})
     return [_problem(f.severity, f.rule, f.message, f.fix, f.field) for f in evaluate(stack)
             if config in f.configs or (f.field.startswith("benchmarks.") and not f.configs)]
+
+
+def _as_installed(env: Env) -> Spec:
+    """The env's spec with the versions it really has (a generation's lock) pinned exactly, so
+    that flags are checked against the sglang that will run, not a range in the spec."""
+    packages = dict(env.spec.python.packages)
+    for name in list(packages):
+        if canonical_name(name) in env.info.versions:
+            packages[name] = "==" + env.info.versions[canonical_name(name)]
+    python = env.spec.python.model_copy(update={"packages": packages})
+    return env.spec.model_copy(update={"python": python})
 
 
 def _problem(severity: str, id_: str, message: str, fix: str, field_: str) -> dict[str, Any]:

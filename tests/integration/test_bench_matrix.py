@@ -179,3 +179,19 @@ def test_ctrl_c_on_the_cli_stops_the_server_and_a_rerun_resumes(setup, tmp_path)
                            capture_output=True, text=True, env={**os.environ, "SGLANG_DOUBLE_DELAY": "0.01"})
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)[0]["outcome"] == "ok"
+
+
+def test_flags_are_checked_against_the_locked_sglang_not_the_spec_range(tmp_path):
+    """A generation whose spec asks sglang>=0.5.9 but whose lock has 0.5.23: a flag that 0.5.23
+    no longer has is an error for that cell."""
+    home = tmp_path / "home"
+    store = Store(home)
+    spec_file = tmp_path / "ranged.yaml"
+    data = yaml.safe_load((ROOT / "specs" / "cuda128.yaml").read_text())
+    data["python"]["packages"]["sglang"] = ">=0.5.9"
+    spec_file.write_text(yaml.safe_dump(data))
+    gen = make_generation(store, spec_file, "0.5.23")
+    cells = prepare(ROOT / "specs" / "cuda128.yaml", ["baseline"], [str(gen)], home)
+    ids = {p["id"] for p in cells[0].problems if p["severity"] == "error"}
+    assert "flag-removed" in ids  # --cuda-graph-max-bs is gone from 0.5.20 on
+    assert cells[0].env.sglang == "0.5.23"
