@@ -54,3 +54,49 @@ def test_without_gpu_or_libraries_the_probes_skip_with_a_reason(probe):
     result = run_probe(LocalBackend(), sys.executable, probe, {})
     assert result.status == "skip", result.summary
     assert result.summary  # the reason
+
+
+class FakeNvml:
+    """Two GPUs behind an NVML binding that, like nvidia-ml-py 13.615.71, exports
+    NVML_P2P_CAPS_INDEX_READ as the tuple ``(0,)`` and passes the index on to ctypes."""
+
+    NVML_P2P_CAPS_INDEX_READ = (0,)
+    NVML_P2P_STATUS_OK = 0
+
+    class NVMLError(Exception):
+        pass
+
+    def nvmlInit(self): pass
+    def nvmlShutdown(self): pass
+    def nvmlDeviceGetCount(self): return 2
+    def nvmlDeviceGetHandleByIndex(self, i): return object()
+    def nvmlSystemGetDriverVersion(self): return b"580.82.07"
+    def nvmlSystemGetCudaDriverVersion_v2(self): return 13000
+    def nvmlDeviceGetCudaComputeCapability(self, h): return 9, 0
+    def nvmlDeviceGetName(self, h): return b"NVIDIA H200"
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return type("Mem", (), {"total": 143771 * 2**20})()
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return type("Pci", (), {"busId": b"00000000:19:00.0"})()
+
+    def nvmlDeviceGetP2PStatus(self, a, b, index):
+        import ctypes
+
+        ctypes.c_uint(index)  # what the real binding's ctypes call does with it
+        return 0
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        raise TypeError("argument 3: TypeError: Don't know how to convert parameter 3")
+
+
+def test_gpu_probe_survives_the_bindings_tuple_constant_on_two_gpus(monkeypatch):
+    import sys
+
+    gpu = load("gpu")
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+    inventory = gpu.from_nvml()
+    assert len(inventory["gpus"]) == 2
+    assert inventory["p2p_read"] == [["X", "OK"], ["OK", "X"]]
+    assert inventory["topology"][0][1].startswith("error: ")  # one pair's failure, not the probe's

@@ -48,11 +48,18 @@ def _text(value):
     return value.decode() if isinstance(value, bytes) else value
 
 
+# nvml.h's NVML_P2P_CAPS_INDEX_READ. nvidia-ml-py (13.615.71 and others) defines it as
+# ``NVML_P2P_CAPS_INDEX_READ = 0,``, a tuple, which ctypes refuses ("argument 3: TypeError:
+# Don't know how to convert parameter 3"): found on the first 2-GPU run.
+P2P_CAPS_INDEX_READ = 0
+P2P_STATUS_OK = 0
+
+
 def _p2p(nv, a, b):
     try:
-        status = nv.nvmlDeviceGetP2PStatus(a, b, nv.NVML_P2P_CAPS_INDEX_READ)
-        return "OK" if status == nv.NVML_P2P_STATUS_OK else f"status {status}"
-    except nv.NVMLError as exc:
+        status = nv.nvmlDeviceGetP2PStatus(a, b, P2P_CAPS_INDEX_READ)
+        return "OK" if status == P2P_STATUS_OK else f"status {status}"
+    except Exception as exc:  # one pair's question must not cost the whole inventory
         return f"error: {exc}"
 
 
@@ -60,7 +67,7 @@ def _topology(nv, a, b):
     names = {0: "internal", 10: "single-switch", 20: "multi-switch", 30: "host-bridge", 40: "node", 50: "system"}
     try:
         return names.get(nv.nvmlDeviceGetTopologyCommonAncestor(a, b), "?")
-    except nv.NVMLError as exc:
+    except Exception as exc:  # as in _p2p
         return f"error: {exc}"
 
 
