@@ -21,7 +21,7 @@ from envmgr.probes.runner import script_source
 pytestmark = pytest.mark.gpu
 
 
-def run_probe(name: str, args: dict | None = None, timeout: float = 400) -> dict:
+def run_probe(name: str, args: dict | None = None, timeout: float = 400, keep_as: str | None = None) -> dict:
     source = script_source(name)
     out = subprocess.run([sys.executable, "-c", source, json.dumps(args or {})], capture_output=True,
                          text=True, timeout=timeout, check=False)
@@ -31,7 +31,7 @@ def run_probe(name: str, args: dict | None = None, timeout: float = 400) -> dict
     keep = os.environ.get("ENVMGR_PROBE_OUT")
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
-        Path(keep, f"{name}.json").write_text(json.dumps(result, indent=1))
+        Path(keep, f"{keep_as or name}.json").write_text(json.dumps(result, indent=1))
     print(f"{name}: {result['status']} in {result['duration_s']} s: {result['summary']}")
     return result
 
@@ -59,6 +59,21 @@ def test_nccl_allreduce_is_correct_eager_and_in_a_graph_for_every_algorithm(gpus
     if gpus == 1:
         assert details["multi_rank"]["skipped"] and "multi-rank part skipped" in result["summary"]
         assert all(row["busbw_gbs"] == 0 for c in details["combinations"] for row in c["eager"])
+
+
+def test_nccl_allreduce_saturates_towards_the_link_at_large_messages(gpus):
+    """Sizes up to 1 GiB, NCCL's own choice only: the bandwidth end of the sweep, for the
+    busbw-vs-nominal check (evidence nccl_allreduce_large.json)."""
+    if gpus < 2:
+        pytest.skip("one GPU: nothing crosses a link")
+    sizes = [2**k for k in range(20, 31, 2)]  # 1 MiB .. 1 GiB
+    result = run_probe("nccl_allreduce", {"sizes": sizes, "combinations": [{"algo": None}], "graph": False,
+                                          "iters": 10, "warmup": 3}, keep_as="nccl_allreduce_large")
+    assert result["status"] == "pass", result["summary"]
+    rows = result["details"]["combinations"][0]["eager"]
+    assert all(r["wrong"] == 0 for r in rows)
+    busbw = [r["busbw_gbs"] for r in rows if r["bytes"] >= 2**20]
+    assert busbw[-1] > busbw[0]  # more bytes per launch: more of the link
 
 
 def test_nccl_allreduce_default_at_one_rank_skips_ring_and_tree_with_the_reason(gpus):
@@ -106,7 +121,8 @@ def test_p2p_reports_topology_and_checks_pairs_from_two_gpus(gpus):
 def test_a_hung_combination_is_killed_at_its_timeout_and_the_next_one_runs():
     # the test hook makes rank 0 sleep before it joins NCCL: the kill path, on the real machine
     result = run_probe("nccl_allreduce", {"_hang_rank": 0, "timeout_s": 5, "sizes": [8192],
-                                          "combinations": [{"algo": None}, {"algo": "Ring"}]})
+                                          "combinations": [{"algo": None}, {"algo": "Ring"}]},
+                       keep_as="nccl_allreduce_hang_test")  # not over the real run's evidence
     assert result["status"] == "fail" and "hang" in result["summary"]
     assert result["duration_s"] < 40
     assert all(c["wall_s"] < 15 for c in result["details"]["combinations"])
