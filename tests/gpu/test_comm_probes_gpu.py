@@ -104,6 +104,7 @@ def test_symm_mem_allocates_and_rendezvous_at_every_world_size(gpus):
     assert details["world_sizes"][-1]["world_size"] == gpus
     assert all(ws["ok"] and ws["peer_wrong"] == 0 for ws in details["world_sizes"])
     assert "one_shot_all_reduce" in details["world_sizes"][0]  # a time, or the error text (informational)
+    assert details["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"  # the device rule: multicast off
 
 
 def test_p2p_reports_topology_and_checks_pairs_from_two_gpus(gpus):

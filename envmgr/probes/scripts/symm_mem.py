@@ -214,4 +214,4 @@ def probe(args: dict) -> dict:
         results.append(summarize_world_size(world_size, run))
         if "skip" in results[-1]:
             break
-    return overall_result(results, header)
+    return overall_result(results, {**header, "env": payload["env"]})  # evidence: multicast was off
