@@ -100,8 +100,7 @@ def test_symm_mem_allocates_and_rendezvous_at_every_world_size(gpus):
     details = result["details"]
     assert result["status"] == "pass", result["summary"]
     assert "empty" in details["api"]["module"] and "rendezvous" in details["api"]["module"]
-    assert [ws["world_size"] for ws in details["world_sizes"]][0] == 1
-    assert details["world_sizes"][-1]["world_size"] == gpus
+    assert [ws["world_size"] for ws in details["world_sizes"]] == [gpus]  # passing: no diagnostic run
     assert all(ws["ok"] and ws["peer_wrong"] == 0 for ws in details["world_sizes"])
     assert "one_shot_all_reduce" in details["world_sizes"][0]  # a time, or the error text (informational)
     assert details["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"  # the device rule: multicast off

@@ -230,9 +230,20 @@ def test_alltoall_rows_carry_tokens_and_verify_time():
 # --- symm_mem -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("visible", "sizes"), [(0, []), (1, [1]), (2, [1, 2]), (6, [1, 2, 4, 6]), (8, [1, 2, 4, 8])])
+@pytest.mark.parametrize(("visible", "sizes"), [(0, []), (1, [1]), (2, [2]), (8, [8])])
 def test_symm_mem_default_world_sizes(visible, sizes):
     assert symm.default_world_sizes(visible) == sizes
+
+
+@pytest.mark.parametrize(("sizes", "results", "extra"), [
+    ([2], [{"world_size": 2, "ok": False}], 1),                 # failed across GPUs: try one
+    ([2], [{"world_size": 2, "ok": True}], None),                # passed: nothing to diagnose
+    ([1, 2], [{"world_size": 1, "ok": True}, {"world_size": 2, "ok": False}], None),  # 1 ran
+    ([1], [{"world_size": 1, "ok": False}], None),
+    ([2], [{"world_size": 2, "ok": False, "skip": "no P2P"}], None),
+])
+def test_symm_mem_runs_world_size_one_only_to_diagnose_a_multi_gpu_failure(sizes, results, extra):
+    assert symm.diagnostic_size(sizes, results) == extra
 
 
 def test_symm_mem_capability_gate():

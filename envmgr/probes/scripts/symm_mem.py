@@ -1,4 +1,4 @@
-"""Probe: torch symmetric memory (allocation, rendezvous, peer reads) for world sizes 1..N.
+"""Probe: torch symmetric memory (allocation, rendezvous, peer reads) at the world size that runs.
 
 Standalone (probe contract): stdlib at module level, torch only inside probe() and the workers.
 Same process model as nccl_allreduce: forked workers, one per GPU, the parent never touches CUDA;
@@ -9,7 +9,9 @@ Besides the gate, it times torch.ops.symm_mem.one_shot_all_reduce at the verify 
 (informational: its failure does not fail the probe) to set beside nccl_allreduce's number.
 
 args (all optional):
-  world_sizes    e.g. [1, 2] (default: 1, 2, 4, ... up to the visible GPUs, and that count)
+  world_sizes    e.g. [2, 8] (default: the visible GPU count). Every size costs a fresh start of
+                 its workers (~5-7 s on two H200s), so only the sizes asked run; when one above 1
+                 fails, world size 1 runs too, to tell "broken" from "broken across GPUs".
   iters          one_shot_all_reduce timing loop (default 20)
   timeout_s      per world size (default 30)
   env            extra env for the workers (overrides the multicast-off defaults)
@@ -37,12 +39,14 @@ OP_NAMES = ("one_shot_all_reduce", "one_shot_all_reduce_out", "two_shot_all_redu
 
 
 def default_world_sizes(visible: int) -> list[int]:
-    """1, 2, 4, ... below the GPU count, and the count itself (every size costs a fresh start)."""
-    sizes, size = [], 1
-    while size < visible:
-        sizes.append(size)
-        size *= 2
-    return sizes + [visible] if visible else []
+    """The GPU count: the world size a server on all of them uses (1..N each cost a restart)."""
+    return [visible] if visible else []
+
+
+def diagnostic_size(sizes: list[int], results: list[dict]) -> int | None:
+    """World size 1, when a larger one failed and 1 was not run: is it the GPUs or the pairs?"""
+    failed_multi = any(not r.get("ok") and "skip" not in r and r["world_size"] > 1 for r in results)
+    return 1 if failed_multi and 1 not in sizes else None
 
 
 def capability_ok(capability) -> bool:
@@ -214,4 +218,8 @@ def probe(args: dict) -> dict:
         results.append(summarize_world_size(world_size, run))
         if "skip" in results[-1]:
             break
+    extra = diagnostic_size(sizes, results)
+    if extra:
+        run = run_workers(symm_mem_worker, extra, payload, float(args.get("timeout_s", 30)))
+        results.insert(0, summarize_world_size(extra, run))
     return overall_result(results, {**header, "env": payload["env"]})  # evidence: multicast was off
