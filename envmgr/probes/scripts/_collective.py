@@ -66,6 +66,39 @@ def eager_part_of_failure(ranks: list[dict], factor: float) -> list[dict] | None
     return None
 
 
+def combination_verdict(combo: dict, env: dict, run: dict, factor: float, row_label,
+                        decorate=lambda out: out) -> dict:
+    """One NCCL_ALGO/NCCL_PROTO combination's verdict and numbers from its workers' results.
+
+    ``row_label(row)`` names a row in the "wrong elements" error; ``decorate(out)`` adds what a
+    probe's rows carry besides bytes (it runs before that error is written, and on failures)."""
+    ranks = [run["ranks"][r] for r in sorted(run["ranks"])]
+    out = {"label": combo_label(combo), "env": env,
+           "wall_s": run["wall_s"], "ok": False, "error": first_error(run)}
+    if out["error"]:
+        out["traceback"] = next((r.get("traceback") for r in ranks if r.get("traceback")), None)
+        eager = eager_part_of_failure(ranks, factor)
+        if eager is not None:  # every rank finished eager: the failure is in the graph stage
+            out["eager"], out["error"] = eager, f"graph: {out['error']}"
+        return decorate(out)
+    out["init_s"] = max(r["init_s"] for r in ranks)
+    out["eager"] = merge_rank_rows([r["eager"] for r in ranks], factor)
+    graph_error = next((f"graph: {r['graph_error']}" for r in ranks if r.get("graph_error")), None)
+    if ranks[0]["graph"] is None:
+        out["graph_skipped"] = ranks[0].get("graph_skipped")
+    elif not graph_error:
+        out["graph"] = merge_rank_rows([r["graph"] for r in ranks], factor)
+    decorate(out)
+    wrong = [f"{mode} {row_label(row)}: {row['wrong']} wrong elements"
+             for mode in ("eager", "graph") for row in out.get(mode) or [] if row["wrong"]]
+    out["error"] = graph_error or ("; ".join(wrong) if wrong else None)
+    out["ok"] = out["error"] is None
+    for key in ("device", "capability"):
+        if key in ranks[0]:
+            out[key] = ranks[0][key]
+    return out
+
+
 def nccl_version_text(torch) -> str | None:
     """torch's NCCL as "2.28.3" (a tuple in torch 2.x, an int before); reading it does not touch CUDA."""
     try:

@@ -108,31 +108,8 @@ def graph_allreduce_row(torch, dist, device, dtype, nbytes, rank, world_size, pa
 
 def summarize_combination(combo: dict, env: dict, run: dict, world_size: int) -> dict:
     """One combination's verdict and numbers from its workers' results."""
-    ranks = [run["ranks"][r] for r in sorted(run["ranks"])]
-    factor = allreduce_busbw_factor(world_size)
-    out = {"label": combo_label(combo), "env": env,
-           "wall_s": run["wall_s"], "ok": False, "error": first_error(run)}
-    if out["error"]:
-        out["traceback"] = next((r.get("traceback") for r in ranks if r.get("traceback")), None)
-        eager = eager_part_of_failure(ranks, factor)
-        if eager is not None:  # every rank finished eager: the failure is in the graph stage
-            out["eager"], out["error"] = eager, f"graph: {out['error']}"
-        return out
-    out["init_s"] = max(r["init_s"] for r in ranks)
-    out["eager"] = merge_rank_rows([r["eager"] for r in ranks], factor)
-    graph_error = next((f"graph: {r['graph_error']}" for r in ranks if r.get("graph_error")), None)
-    if ranks[0]["graph"] is None:
-        out["graph_skipped"] = ranks[0].get("graph_skipped")
-    elif not graph_error:
-        out["graph"] = merge_rank_rows([r["graph"] for r in ranks], factor)
-    wrong = [f"{mode} {row['bytes']} B: {row['wrong']} wrong elements"
-             for mode in ("eager", "graph") for row in out.get(mode) or [] if row["wrong"]]
-    out["error"] = graph_error or ("; ".join(wrong) if wrong else None)
-    out["ok"] = out["error"] is None
-    for key in ("device", "capability"):
-        if key in ranks[0]:
-            out[key] = ranks[0][key]
-    return out
+    return combination_verdict(combo, env, run, allreduce_busbw_factor(world_size),
+                               row_label=lambda row: f"{row['bytes']} B")
 
 
 def verify_size_times(combo: dict) -> dict:

@@ -103,32 +103,9 @@ def graph_alltoall_row(torch, dist, device, dtype, tokens, rank, world_size, pay
 
 def summarize_combination(combo: dict, env: dict, run: dict, world_size: int, tokens: list[int]) -> dict:
     """One combination's verdict and numbers (rows gain their token count) from its workers' results."""
-    ranks = [run["ranks"][r] for r in sorted(run["ranks"])]
-    factor = alltoall_busbw_factor(world_size)
-    out = {"label": combo_label(combo), "env": env,
-           "wall_s": run["wall_s"], "ok": False, "error": first_error(run)}
-    if out["error"]:
-        out["traceback"] = next((r.get("traceback") for r in ranks if r.get("traceback")), None)
-        eager = eager_part_of_failure(ranks, factor)
-        if eager is not None:  # every rank finished eager: the failure is in the graph stage
-            out["eager"], out["error"] = eager, f"graph: {out['error']}"
-        return with_tokens(out, tokens)
-    out["init_s"] = max(r["init_s"] for r in ranks)
-    out["eager"] = merge_rank_rows([r["eager"] for r in ranks], factor)
-    graph_error = next((f"graph: {r['graph_error']}" for r in ranks if r.get("graph_error")), None)
-    if ranks[0]["graph"] is None:
-        out["graph_skipped"] = ranks[0].get("graph_skipped")
-    elif not graph_error:
-        out["graph"] = merge_rank_rows([r["graph"] for r in ranks], factor)
-    with_tokens(out, tokens)
-    wrong = [f"{mode} {row['tokens']} tokens: {row['wrong']} wrong elements"
-             for mode in ("eager", "graph") for row in out.get(mode) or [] if row["wrong"]]
-    out["error"] = graph_error or ("; ".join(wrong) if wrong else None)
-    out["ok"] = out["error"] is None
-    for key in ("device", "capability"):
-        if key in ranks[0]:
-            out[key] = ranks[0][key]
-    return out
+    return combination_verdict(combo, env, run, alltoall_busbw_factor(world_size),
+                               row_label=lambda row: f"{row['tokens']} tokens",
+                               decorate=lambda out: with_tokens(out, tokens))
 
 
 def with_tokens(out: dict, tokens: list[int]) -> dict:
