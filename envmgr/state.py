@@ -121,7 +121,7 @@ class Store:
     def commit(self, path: Path, meta: dict[str, Any]) -> Generation:
         """Mark a generation complete: its meta.json appears atomically."""
         meta = {**meta, "number": int(path.name), "completed": time.time()}
-        _write_atomic(path / "meta.json", json.dumps(meta, indent=2, sort_keys=True))
+        write_atomic(path / "meta.json", json.dumps(meta, indent=2, sort_keys=True))
         return Generation(int(path.name), path, meta)
 
     def switch(self, number: int) -> None:
@@ -165,7 +165,8 @@ def _read_meta(path: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename, fsynced: readers see the old or the new file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(text)

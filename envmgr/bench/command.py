@@ -27,9 +27,13 @@ class ServerCommand:
     port: int = DEFAULT_PORT
 
     @property
+    def client_host(self) -> str:
+        """Where a client on this host connects: a wildcard bind is reached on loopback."""
+        return "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+
+    @property
     def base_url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"http://{host}:{self.port}"
+        return f"http://{self.client_host}:{self.port}"
 
 
 def server_command(bench: Benchmarks, config: str, python: str) -> ServerCommand:

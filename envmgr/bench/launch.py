@@ -258,7 +258,7 @@ def http_status(url: str, timeout_s: float) -> int | None:
 
 def _require_free_port(command: ServerCommand) -> None:
     """Something already answering on the port would be measured instead of our server."""
-    host = command.base_url.split("//", 1)[1].rsplit(":", 1)[0]
+    host = command.client_host
     try:
         with socket.create_connection((host, command.port), timeout=1.0):
             pass

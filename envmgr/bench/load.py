@@ -51,7 +51,7 @@ def client_module(sglang_version: str | None) -> str:
 def load_argv(python: str, load: Load, server: ServerCommand, sglang_version: str | None) -> list[str]:
     argv = [
         python, "-m", client_module(sglang_version), "--backend", "sglang",
-        "--host", server.base_url.split("//", 1)[1].rsplit(":", 1)[0], "--port", str(server.port),
+        "--host", server.client_host, "--port", str(server.port),
         "--dataset-name", load.dataset,
         "--random-input-len", str(load.input_len), "--random-output-len", str(load.output_len),
         # The default range ratio draws lengths from [1, N]: fix them, so environments compare.

@@ -319,6 +319,7 @@ def prepare(spec_path: Path, configs: Sequence[str], env_names: Sequence[str],
 
 
 def env_python(env: Env) -> str:
-    """The environment's own interpreter (venv and image backends know theirs)."""
+    from envmgr.probes.session import python_of
+
     with open_backend(env.url) as backend:
-        return str(getattr(backend, "python", None) or "python3")
+        return python_of(backend)

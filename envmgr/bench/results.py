@@ -17,7 +17,6 @@ Outcomes:
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -115,11 +114,11 @@ class CellResult:
 
 def write_result(cell_dir: Path, result: CellResult) -> Path:
     """Write result.json last and atomically: its presence marks the cell done."""
+    from envmgr.state import write_atomic
+
     cell_dir.mkdir(parents=True, exist_ok=True)
     path = cell_dir / RESULT_FILE
-    tmp = cell_dir / f".{RESULT_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(result.to_dict(), indent=2))
     return path
 
 
