@@ -93,7 +93,7 @@ class RunningServer:
         self.triage = Triage()
         self._news = threading.Event()  # set by the reader: a line, a finding, or the end
         self._lock = threading.Lock()
-        self._findings: list[Finding] = []
+        self._first_fatal: Finding | None = None  # the first finding the live triage released
         self._ready_line = False
         self._ready_at: float | None = None
         self._eof = False
@@ -122,12 +122,12 @@ class RunningServer:
             for line in self.service.lines():
                 self._log.write(line + "\n")
                 self._log.flush()
-                found = self.triage.feed(line)
-                with self._lock:
+                with self._lock:  # the main thread reads the same Triage
+                    found = self.triage.feed(line)
                     self._last_line = line
                     self._last_line_at = time.monotonic()
                     self._arrivals.append(self._last_line_at)
-                    self._findings.extend(found)
+                    self._first_fatal = self._first_fatal or (found[0] if found else None)
                     if READY_LINE in line and not self._ready_line:
                         self._ready_line, self._ready_at = True, self._last_line_at
                 milestone = next((m for m in MILESTONES if m in line), None)
@@ -164,21 +164,23 @@ class RunningServer:
 
     def _verdict(self) -> Launch | None:
         with self._lock:
-            findings, ready_line, eof, last = list(self._findings), self._ready_line, self._eof, self._last_line_at
+            first, ready_line, eof, last = self._first_fatal, self._ready_line, self._eof, self._last_line_at
+            pending = self.triage.pending()
         now = time.monotonic()
-        if findings:
-            first = findings[0]
+        if first is not None:
             return self._launch("crashed", f"fatal log line {first.line}: {first.id}")
         if ready_line:
             return self._launch("ready", "ready line in the log")
         code = self.service.poll()
         if code is not None or eof:
             self._reader.join(timeout=5)  # the last lines carry the cause
-            self.triage.close()
+            with self._lock:
+                self.triage.close()
             code = self.service.poll() if code is None else code
             return self._launch("crashed", f"the server exited with code {code}", returncode=code)
-        if self.triage.pending() and now - last >= self.limits.settle_s:
-            self.triage.close()  # silent after a generic error: nothing better is coming
+        if pending and now - last >= self.limits.settle_s:
+            with self._lock:
+                self.triage.close()  # silent after a generic error: nothing better is coming
             return self._launch("crashed", "fatal log lines, then silence")
         if now - self.started_at >= self.limits.startup_s:
             return self._launch("timeout", f"not ready after {self.limits.startup_s:g}s")
@@ -191,9 +193,9 @@ class RunningServer:
     def _launch(self, status: Status, reason: str, *, returncode: int | None = None,
                 health_path: str | None = None) -> Launch:
         now = time.monotonic()
-        findings = self.triage.findings()
         arrived = None
         with self._lock:
+            findings = self.triage.findings()
             if findings and status == "crashed" and findings[0].line <= len(self._arrivals):
                 arrived = self._arrivals[findings[0].line - 1]
             elif status == "ready" and health_path is None:
