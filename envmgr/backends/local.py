@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from envmgr.backends.base import Closing, CommandResult, checked_argv
+from envmgr.backends.process import start_in_group
 from envmgr.backends.service import LocalService
-from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
+from envmgr.errors import CommandTimeout
 
 if TYPE_CHECKING:
     from envmgr.facts.model import Facts
@@ -39,25 +40,7 @@ class LocalBackend(Closing):
     ) -> CommandResult:
         args = checked_argv(argv)
         started = time.monotonic()
-        try:
-            process = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                env=_merged_env(env),
-                start_new_session=True,
-            )
-        except FileNotFoundError as exc:
-            raise CommandNotFound(
-                f"{args[0]}: command not found",
-                hint=f"install {os.path.basename(args[0])} or put it on PATH",
-            ) from exc
-        except OSError as exc:  # permission denied, exec format error, ...
-            raise BackendError(f"cannot run {args[0]}: {exc.strerror or exc}") from exc
+        process = start_in_group(args, stderr=subprocess.PIPE, env=env)
 
         try:
             stdout, stderr = process.communicate(timeout=timeout)
@@ -93,12 +76,6 @@ class LocalBackend(Closing):
 
 
 
-
-
-def _merged_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
-    if env is None:
-        return None  # inherit ours unchanged
-    return {**os.environ, **env}
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:

@@ -19,6 +19,23 @@ from envmgr.backends.base import CommandResult
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 
 
+def start_in_group(args: list[str], *, stderr: int, env: Mapping[str, str] | None = None,
+                   cwd: Path | None = None, line_buffered: bool = False) -> subprocess.Popen:
+    """Popen ``args`` in a new session (its own process group, so the whole tree can be killed),
+    stdin closed, stdout piped as text; a missing or unrunnable program is an envmgr error."""
+    try:
+        return subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+            text=True, encoding="utf-8", errors="replace", cwd=cwd, bufsize=1 if line_buffered else -1,
+            env={**os.environ, **env} if env is not None else None, start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise CommandNotFound(f"{args[0]}: command not found",
+                              hint=f"install {os.path.basename(args[0])} or put it on PATH") from exc
+    except OSError as exc:  # permission denied, exec format error, ...
+        raise BackendError(f"cannot run {args[0]}: {exc.strerror or exc}") from exc
+
+
 def stream(
     argv: Sequence[str],
     on_line: Callable[[str], None],
@@ -29,16 +46,7 @@ def stream(
 ) -> CommandResult:
     args = [str(a) for a in argv]
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, encoding="utf-8", errors="replace", cwd=cwd,
-            env={**os.environ, **env} if env is not None else None, start_new_session=True,
-        )
-    except FileNotFoundError as exc:
-        raise CommandNotFound(f"{args[0]}: command not found") from exc
-    except OSError as exc:
-        raise BackendError(f"cannot run {args[0]}: {exc.strerror or exc}") from exc
+    proc = start_in_group(args, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     lines: list[str] = []
     timer = threading.Timer(timeout, _kill_group, (proc,))
     timer.start()

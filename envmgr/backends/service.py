@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from envmgr.backends.base import checked_argv
-from envmgr.errors import BackendError, CommandNotFound
+from envmgr.backends.process import start_in_group
 
 
 class Service(Protocol):
@@ -50,18 +50,7 @@ class LocalService:
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
         args = checked_argv(argv)
-        self.description = f"{args[0]} (local)"
-        try:
-            self._proc = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True, encoding="utf-8", errors="replace", bufsize=1,
-                env={**os.environ, **env} if env is not None else None, start_new_session=True,
-            )
-        except FileNotFoundError as exc:
-            raise CommandNotFound(f"{args[0]}: command not found",
-                                  hint="is the environment realized? (`envmgr status`)") from exc
-        except OSError as exc:
-            raise BackendError(f"cannot start {args[0]}: {exc.strerror or exc}") from exc
+        self._proc = start_in_group(args, stderr=subprocess.STDOUT, env=env, line_buffered=True)
         self.pgid = self._proc.pid  # start_new_session: the group id is the leader's pid
         self.description = f"{args[0]} (pid {self.pgid})"
 
