@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envmgr.backends import open_backend, split_url
 from envmgr.bench.command import ServerCommand, server_command
@@ -32,6 +32,9 @@ from envmgr.errors import UsageError
 from envmgr.lock import locked_versions
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin
+
+if TYPE_CHECKING:
+    from envmgr.compat.evaluate import Finding
 
 Progress = Callable[[str], None]
 VERSION_PACKAGES = ("sglang", "torch", "flashinfer-python")
@@ -152,10 +155,13 @@ def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
     cells = []
     for env in envs:
         python = python_of(env)
+        findings = env_findings(bench_spec, env)  # every config at once: one evaluation per env
         for config in names:
             command = server_command(bench, config, python)
             load = load_argv(python, bench.load, command, env.sglang)
-            cells.append(Cell(env, config, command, tuple(load), tuple(cell_problems(bench_spec, env, config)),
+            problems = [_problem(f) for f in findings
+                        if config in f.configs or (f.field.startswith("benchmarks.") and not f.configs)]
+            cells.append(Cell(env, config, command, tuple(load), tuple(problems),
                               limits, bench.load.timeout_s, _load_summary(bench.load)))
     return cells
 
@@ -165,14 +171,12 @@ def _load_summary(load) -> str:
             f"concurrency {load.max_concurrency}")
 
 
-def cell_problems(bench_spec: Spec, env: Env, config: str) -> list[dict[str, Any]]:
-    """What validate says of this config on the env's stack: its rules, and its flags against
-    the env's sglang release (errors first)."""
+def env_findings(bench_spec: Spec, env: Env) -> list[Finding]:
+    """What validate says of the bench configs on the env's stack: the rules, and each config's
+    flags against the env's sglang release (errors first)."""
     from envmgr.compat import evaluate
 
-    stack = _as_installed(env).model_copy(update={"benchmarks": bench_spec.benchmarks})
-    return [_problem(f.severity, f.rule, f.message, f.fix, f.field) for f in evaluate(stack)
-            if config in f.configs or (f.field.startswith("benchmarks.") and not f.configs)]
+    return evaluate(_as_installed(env).model_copy(update={"benchmarks": bench_spec.benchmarks}))
 
 
 def _as_installed(env: Env) -> Spec:
@@ -186,10 +190,10 @@ def _as_installed(env: Env) -> Spec:
     return env.spec.model_copy(update={"python": python})
 
 
-def _problem(severity: str, id_: str, message: str, fix: str, field_: str) -> dict[str, Any]:
-    # The shape of a triage finding, so that a report shows either the same way.
-    return {"severity": severity, "id": id_, "message": message, "fix": fix, "field": field_,
-            "line": 0, "values": {}, "text": ""}
+def _problem(finding: Finding) -> dict[str, Any]:
+    # A compat finding in the shape of a triage finding, so that a report shows either the same way.
+    return {"severity": finding.severity, "id": finding.rule, "message": finding.message, "fix": finding.fix,
+            "field": finding.field, "line": 0, "values": {}, "text": ""}
 
 
 # --- running ------------------------------------------------------------------------------
