@@ -9,7 +9,6 @@ first, each with at least id, line (1-based), message, fix and values.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -17,6 +16,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from envmgr.bench.triage import Finding, read_log, triage_text
+from envmgr.report.console import stdout_console
 from envmgr.errors import UsageError
 
 
@@ -40,7 +40,7 @@ def _read(path: Path) -> str:
 
 def render_findings(label: str, findings: list[Finding], console: Console | None = None) -> None:
     """Root cause first: id and where, then what it means, the fix, and the log line."""
-    console = console or _console()
+    console = console or stdout_console()
     if not findings:
         console.print(f"[green]{label}: no known failure signature[/]")
         return
@@ -63,8 +63,3 @@ def _ranks(finding: Finding) -> str:
 
 def _indented(console: Console, text: str, style: str = "") -> None:
     console.print(Padding(Text(text, style=style), (0, 0, 0, 4), expand=False))
-
-
-def _console() -> Console:
-    # Piped output (CI logs, files) is not wrapped at 80 columns.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)

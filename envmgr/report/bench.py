@@ -201,8 +201,8 @@ def _chart_value(cell: Cell | None) -> str:
 def render_terminal(comp: Comparison, console: Console | None = None) -> None:
     """A table of configs x environments; data goes in as Text, so it is never read as markup."""
     if console is None:
-        from envmgr.report.console import _console
-        console = _console()
+        from envmgr.report.console import stdout_console
+        console = stdout_console()
     table = Table(title="output throughput by config and environment", show_lines=True)
     table.add_column("config", style="bold")
     for env in comp.envs:
