@@ -16,12 +16,10 @@ from typing import Any
 
 import yaml
 
+from envmgr.datafiles import YAML_LOADER
 from envmgr.errors import SpecError, SpecProblem
 
-try:  # the C loader is several times faster; fall back where libyaml is absent
-    _Loader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on the PyYAML build
-    _Loader = yaml.SafeLoader
+_Loader = YAML_LOADER
 
 Path_ = tuple[str | int, ...]
 MAX_DEPTH = 64  # deeper documents are hostile or broken, never a spec
@@ -88,9 +86,26 @@ def parse_source(text: str, name: str) -> Source:
 
 def _check_nesting(text: str, name: str) -> None:
     """Refuse deep nesting before composing: libyaml's composer recurses once per level
-    (and kills the interpreter near 100k levels); its event parser does not recurse."""
+    (and kills the interpreter near 100k levels); its event parser does not recurse.
+
+    Some libyaml builds stop at their own nesting limit first, with their own wording
+    (PyYAML 6.0.4's does at 1000 flow levels). So when the C parser fails, the pure-Python
+    parser, which has no such limit, counts again: envmgr's limit and message win, and the
+    common path stays on the fast parser."""
+    try:
+        _count_depth(text, name, _Loader)
+    except yaml.YAMLError as error:
+        if _Loader is not yaml.SafeLoader:
+            try:
+                _count_depth(text, name, yaml.SafeLoader)  # raises envmgr's problem when too deep
+            except yaml.YAMLError:
+                pass  # the same syntax error, in the Python parser's words: report the C one
+        raise error
+
+
+def _count_depth(text: str, name: str, loader: type) -> None:
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:

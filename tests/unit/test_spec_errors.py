@@ -96,26 +96,26 @@ def case(id: str, text: str | dict[str, str], line: int | str | None, field: str
 
 PARENT_COUNT_0 = edit("count: 1", "count: 0")
 
+# The YAML cases assert what envmgr adds (the "not valid YAML" prefix, the line, the line of
+# the construct left open, the fix), never PyYAML's own wording, which changes between releases.
 CASES = [
     # --- YAML syntax and document shape -----------------------------------------------------
     case("tab-indent", edit("    count: 1", "\tcount: 1"), "count: 1", "",
          "not valid YAML", "indent with spaces: YAML does not allow tabs"),
     case("unclosed-flow-list", edit("[gpu]", "[gpu"), "expected_fail:", "",
-         "not valid YAML", "expected ',' or ']'",
-         "while parsing a flow sequence at line 28"),
+         "not valid YAML", "at line 28)"),
     case("unclosed-flow-map", edit("  toolkits:", "  toolkits: {a: 1"), "- version", "",
-         "not valid YAML", "while parsing a flow mapping at line 13"),
+         "not valid YAML", "at line 13)"),
     case("unclosed-quote-at-end", edit("input_len: 1024", 'input_len: "1024'), 42, "",
-         "not valid YAML", "found unexpected end of stream",
-         "while scanning a quoted scalar at line 41"),
+         "not valid YAML", "at line 41)"),
     case("unclosed-quote-mid-file", edit('"580.95.05"', '"580.95.05'), '- version: "12.8"', "",
-         "not valid YAML", "while parsing a block mapping at line 11"),
+         "not valid YAML", "at line 11)"),
     case("bad-indent", edit("  interconnect: pcie", "   interconnect: pcie"), "interconnect", "",
          "not valid YAML"),
     case("control-character", edit("name: demo", "name: de\x01mo"), "name: de", "",
-         "characters are not allowed", "U+0001"),
+         "not valid YAML", "U+0001"),
     case("two-documents", BASE + "---\nmetadata: {name: x}\n", "---", "",
-         "but found another document", "expected a single document"),
+         "not valid YAML"),
     case("empty-file", "", 1, "", "the file is empty", "apiVersion: envmgr/v1"),
     case("only-comments", "# nothing here\n", 1, "", "the file is empty"),
     case("top-level-list", "- apiVersion: envmgr/v1\n- kind: Environment\n", 1, "",
