@@ -11,18 +11,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rich.console import Console
-from rich.padding import Padding
-from rich.text import Text
-
-from envmgr.bench.triage import Finding, read_log, triage_text
-from envmgr.report.console import stdout_console
+from envmgr.bench.triage import Finding, triage_file
 from envmgr.errors import UsageError
+from envmgr.report.printer import Printer, stdout_printer
 
 
 def triage_command(path: Path, as_json: bool) -> int:
     """Read the log at PATH, print its findings; 0 when none, 1 when any."""
-    findings = triage_text(_read(path))
+    try:
+        findings = triage_file(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read log {path}: {exc.strerror or exc}",
+                         hint="give the server log, e.g. the launcher's server.log") from exc
     if as_json:
         print(json.dumps([f.to_dict() for f in findings], indent=2))
     else:
@@ -30,36 +30,21 @@ def triage_command(path: Path, as_json: bool) -> int:
     return 1 if findings else 0
 
 
-def _read(path: Path) -> str:
-    try:
-        return read_log(path)
-    except OSError as exc:
-        raise UsageError(f"cannot read log {path}: {exc.strerror or exc}",
-                         hint="give the server log, e.g. the launcher's server.log") from exc
-
-
-def render_findings(label: str, findings: list[Finding], console: Console | None = None) -> None:
+def render_findings(label: str, findings: list[Finding], out: Printer | None = None) -> None:
     """Root cause first: id and where, then what it means, the fix, and the log line."""
-    console = console or stdout_console()
+    out = out or stdout_printer()
     if not findings:
-        console.print(f"[green]{label}: no known failure signature[/]")
+        out.line((f"{label}: no known failure signature", "green"))
         return
-    console.print(f"[bold]{label}[/]: {len(findings)} finding(s), most specific first")
+    out.line((label, "bold"), f": {len(findings)} finding(s), most specific first")
     for finding in findings:
-        head = Text()
-        head.append(finding.id, style="bold red")
-        head.append(f"  line {finding.line}{_ranks(finding)}", style="dim")
-        console.print(head)
-        _indented(console, finding.message)
-        _indented(console, f"fix: {finding.fix}", style="green")
-        _indented(console, f"log: {finding.text}", style="dim")
+        out.line((finding.id, "bold red"), (f"  line {finding.line}{_ranks(finding)}", "dim"))
+        out.indented(finding.message, 4)
+        out.indented(f"fix: {finding.fix}", 4, "green")
+        out.indented(f"log: {finding.text}", 4, "dim")
 
 
 def _ranks(finding: Finding) -> str:
     if not finding.ranks:
         return f", seen {finding.count}x" if finding.count > 1 else ""
     return f", ranks {', '.join(finding.ranks)} ({finding.count} lines)"
-
-
-def _indented(console: Console, text: str, style: str = "") -> None:
-    console.print(Padding(Text(text, style=style), (0, 0, 0, 4), expand=False))

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from envmgr.bench.results import CellResult, EnvInfo, LoadResult
+from envmgr.report.tables import rich_console
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -200,9 +201,7 @@ def _chart_value(cell: Cell | None) -> str:
 
 def render_terminal(comp: Comparison, console: Console | None = None) -> None:
     """A table of configs x environments; data goes in as Text, so it is never read as markup."""
-    if console is None:
-        from envmgr.report.console import stdout_console
-        console = stdout_console()
+    console = console or rich_console()
     table = Table(title="output throughput by config and environment", show_lines=True)
     table.add_column("config", style="bold")
     for env in comp.envs:

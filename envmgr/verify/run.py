@@ -125,15 +125,12 @@ def results_document(spec_path: str, spec: Spec, hosts: list[str],
 
 def render(name: str, results: list[CheckResult], console: Console | None = None) -> None:
     """One table row per (host, check), then every failure's message in full, one line each."""
-    import sys
-
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    # Piped output (CI logs) is not wrapped at 80 columns; no emoji: 'cuda:link:' is text.
-    console = console or Console(highlight=False, emoji=False,
-                                 width=None if sys.stdout.isatty() else 160)
+    from envmgr.report.tables import rich_console
+
+    console = console or rich_console()  # no emoji there: 'cuda:link:' is text
     table = Table(title=f"verify {name}", title_justify="left")
     for column in ("host", "check", "", "expected", "found"):
         table.add_column(column, overflow="fold")

@@ -96,6 +96,13 @@ def test_schema_is_json_schema_with_every_section(capsys):
     assert schema["additionalProperties"] is False
 
 
+def test_shipped_schema_is_the_one_the_models_generate():
+    from envmgr.spec.schema import json_schema, render, shipped_schema_text
+
+    # if this fails, the models changed: python -m envmgr.spec.schema --write
+    assert shipped_schema_text() == render(json_schema())
+
+
 def test_invalid_spec_prints_location_not_traceback(capsys, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: envmgr/v1\nmetadata: {name: x}\nhardware:\n  gpu: {arch: sm_120, cont: 8}\n")
@@ -120,7 +127,11 @@ def test_debug_shows_the_exception(tmp_path):
 
 def test_usage_error_exit_code(capsys):
     rc, _, err = run(capsys, "plan")
-    assert rc == 2 and "Missing argument" in err
+    assert rc == 2 and "usage: envmgr plan" in err and "SPEC" in err
+    rc, _, err = run(capsys, "validate", "--no-such-option", str(SPECS / "cuda13.yaml"))
+    assert rc == 2 and "--no-such-option" in err
+    rc, _, err = run(capsys)
+    assert rc == 2 and "validate" in err  # no command: the list of commands
 
 
 def test_facts_json_is_a_facts_document(capsys):
