@@ -20,13 +20,13 @@ import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Annotated, Any, Literal
 
 import yaml
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
 from envmgr.spec.models import FlagName, FlagValue
 
@@ -189,7 +189,7 @@ class FlagTable:
 def parse_flag_data(text: str, origin: str = "sglang_flags.yaml") -> FlagTable:
     """Validate flag data; malformed data is a ``KnowledgeBaseError`` (a bug in envmgr)."""
     try:
-        data = FlagData.model_validate(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+        data = FlagData.model_validate(parse_yaml(text))
     except (yaml.YAMLError, ValidationError, ValueError) as exc:
         raise KnowledgeBaseError(f"{origin}: {exc}",
                                  hint="the flag data shipped with envmgr is broken; report it") from exc
@@ -211,12 +211,8 @@ def _index(data: FlagData) -> dict[str, Entry]:
 
 @lru_cache(maxsize=1)
 def load_flag_table() -> FlagTable:
-    """The flag data shipped with envmgr (read once per process)."""
-    try:
-        text = resources.files("envmgr.bench").joinpath("sglang_flags.yaml").read_text(encoding="utf-8")
-    except OSError as exc:
-        raise KnowledgeBaseError(f"sglang_flags.yaml: {exc}", hint="reinstall envmgr") from exc
-    return parse_flag_data(text)
+    """The flag data shipped with envmgr (read once per process, cached across runs)."""
+    return load_shipped("envmgr.bench", "sglang_flags.yaml", parse_flag_data)
 
 
 # ---------------------------------------------------------------------------------------------

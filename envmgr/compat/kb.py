@@ -7,12 +7,12 @@ found by the test suite before any user sees it.
 from __future__ import annotations
 
 import functools
-from importlib import resources
 from typing import Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
 
 OPS = frozenset({
@@ -138,7 +138,7 @@ AnyOf.model_rebuild()
 
 def parse_knowledge_base(text: str, name: str = "rules.yaml") -> KnowledgeBase:
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = parse_yaml(text)
         return KnowledgeBase.model_validate(data)
     except (yaml.YAMLError, ValidationError) as exc:
         raise KnowledgeBaseError(f"{name}: malformed knowledge base: {exc}",
@@ -147,6 +147,5 @@ def parse_knowledge_base(text: str, name: str = "rules.yaml") -> KnowledgeBase:
 
 @functools.lru_cache(maxsize=1)
 def default_knowledge_base() -> KnowledgeBase:
-    """The rules shipped with envmgr (``envmgr/compat/rules.yaml``), parsed once."""
-    text = resources.files("envmgr.compat").joinpath("rules.yaml").read_text(encoding="utf-8")
-    return parse_knowledge_base(text)
+    """The rules shipped with envmgr (``envmgr/compat/rules.yaml``), parsed once (and cached)."""
+    return load_shipped("envmgr.compat", "rules.yaml", parse_knowledge_base)
