@@ -27,7 +27,7 @@ from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
 from envmgr.bench.results import CellResult, EnvInfo, LoadResult, read_result, write_result
-from envmgr.bench.triage import read_log, triage_text
+from envmgr.bench.triage import triage_file
 from envmgr.errors import UsageError
 from envmgr.lock import locked_versions
 from envmgr.spec.models import Spec, canonical_name
@@ -245,7 +245,7 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
             load = outcome_text = None
             if launch.status == "ready":
                 load, outcome_text = _run_load(backend, cell, progress)
-    findings = tuple(f.to_dict() for f in triage_text(read_log(log)))  # the whole log, after stop
+    findings = tuple(f.to_dict() for f in triage_file(log))  # the whole log, after stop
     outcome, summary = _outcome(launch, load, outcome_text, findings)
     if server.leftovers:
         summary += f" (WARNING: still running after stop: {', '.join(server.leftovers)})"

@@ -19,19 +19,22 @@ Rules the matching follows:
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import string
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal
+from itertools import islice
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from envmgr.datafiles import load_shipped, parse_yaml
+from envmgr.bench.prefilter import Prefilter
 from envmgr.errors import KnowledgeBaseError
 
 Value = int | float | str
@@ -114,6 +117,11 @@ class SignatureSet(BaseModel):
                 result.setdefault(generic, set()).add(sig.id)
         return result
 
+    def matched_patterns(self) -> list[re.Pattern[str]]:
+        """Every regex a log line is matched against: signature and context patterns (the
+        ``requires_before`` ones are matched on lines before a match, never to find one)."""
+        return [p for s in self.signatures for p in (*s.patterns, *(c.regex for c in s.context))]
+
     def check_consistency(self) -> None:
         ids = [s.id for s in self.signatures]
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -122,6 +130,7 @@ class SignatureSet(BaseModel):
         unknown = sorted({g for s in self.signatures for g in s.supersedes} - set(ids))
         if unknown:
             raise ValueError(f"supersedes names unknown ids: {unknown}")
+        Prefilter(self.matched_patterns())  # every pattern has a literal to find it by
 
 
 def _compile_regex(raw: Any, need_groups: bool = False) -> re.Pattern[str]:
@@ -141,7 +150,7 @@ def _compile_regex(raw: Any, need_groups: bool = False) -> re.Pattern[str]:
 def parse_signatures(text: str, origin: str = "signatures.yaml") -> SignatureSet:
     """Validate signature data; malformed data is a ``KnowledgeBaseError`` (a bug in envmgr)."""
     try:
-        loaded = SignatureSet.model_validate(yaml.safe_load(text))
+        loaded = SignatureSet.model_validate(parse_yaml(text))
         loaded.check_consistency()
     except (yaml.YAMLError, ValidationError, ValueError) as exc:
         raise KnowledgeBaseError(f"{origin}: {exc}") from exc
@@ -150,14 +159,16 @@ def parse_signatures(text: str, origin: str = "signatures.yaml") -> SignatureSet
 
 @lru_cache(maxsize=1)
 def load_signatures() -> SignatureSet:
-    """The signatures shipped with envmgr (read once per process)."""
-    text = resources.files("envmgr.bench").joinpath("signatures.yaml").read_text(encoding="utf-8")
-    return parse_signatures(text)
+    """The signatures shipped with envmgr (read once per process, cached across runs)."""
+    return load_shipped("envmgr.bench", "signatures.yaml", parse_signatures)
 
 
 # ---------------------------------------------------------------------------------------------
 # Cleaning a log line
 
+# An unprefixed line (a traceback frame) belongs to the rank of the prefixed line that started
+# the traceback, when that line is at most this many lines before it.
+RANK_WINDOW = 200
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 RANK_TOKEN = re.compile(r"\b(?:DP|TP|EP|PP|CP|ATTN_TP|ATTN_DP|MOE_EP)\d+\b")
 # One prefix at a time, repeated: a docker-compose service column, a Python logging header,
@@ -367,35 +378,46 @@ class _Hit:
 
 
 class Triage:
-    """Incremental triage: feed lines as the log grows, get findings as soon as they are sure."""
+    """Incremental triage: feed lines as the log grows, get findings as soon as they are sure.
+
+    Only lines the literal prefilter lets through are cleaned and matched; the lines before
+    one (for ``requires_before`` and the rank of a traceback) are read back when needed, from
+    the last ``window`` lines fed, or from the block for ``feed_block``.
+    """
 
     def __init__(self, signatures: SignatureSet | None = None) -> None:
         self._set = signatures or load_signatures()
         self._superseded_by = self._set.superseded_by()
+        self._prefilter = Prefilter(self._set.matched_patterns())
         self._hits: dict[str, _Hit] = {}
         self._context: dict[str, Value] = {}
-        self._recent: deque[str] = deque(maxlen=self._lookback())
         self._line_no = 0
-        self._traceback_rank: str | None = None
-
-    def _lookback(self) -> int:
-        return max((s.requires_before.within for s in self._set.signatures
-                    if s.requires_before), default=1)
+        self.window = max([RANK_WINDOW] + [s.requires_before.within for s in self._set.signatures
+                                           if s.requires_before])
+        self._history: deque[str] = deque(maxlen=self.window)  # raw lines fed, for look-backs
 
     # -- feeding ------------------------------------------------------------------------------
     def feed(self, raw_line: str) -> list[Finding]:
         """Take one log line; return the findings that became certain with it."""
         self._line_no += 1
-        line = clean_line(raw_line)
-        rank = self._rank_of(line)
-        if not any(ignore.search(line.text) for ignore in self._set.ignore_lines):
-            self._collect_context(line.text)
-            for signature in self._set.signatures:
-                values = self._match(signature, line.text)
-                if values is not None:
-                    self._record(signature, line, rank, values)
-        self._recent.append(line.text)
-        return self._release(final=False)
+        if self._prefilter.may_match(raw_line):
+            self._examine(raw_line, lambda: reversed(self._history))
+        self._history.append(raw_line)
+        return self._release(final=False) if self._hits else []
+
+    def feed_block(self, block: bytes, before: bytes = b"") -> bytes:
+        """Take whole lines (``block`` ends with a newline): the batch path, which finds the
+        candidate lines of the whole block in one pass. ``before`` is what the previous call
+        returned: the last ``window`` lines, for look-backs across blocks."""
+        at = 0  # the offset of line self._line_no + 1 in block
+        for start in self._prefilter.line_starts(block):
+            self._line_no += block.count(b"\n", at, start) + 1
+            end = block.index(b"\n", start)
+            raw = block[start:end].decode("utf-8", "replace")
+            self._examine(raw, lambda: _lines_before(block, start, before, self.window))
+            at = end + 1
+        self._line_no += block.count(b"\n", at)
+        return _last_lines(before, block, self.window)
 
     def close(self) -> list[Finding]:
         """The log ended (the server is gone): release findings held for a better cause."""
@@ -412,14 +434,33 @@ class Triage:
         hits.sort(key=lambda h: (-h.signature.priority, h.line))
         return [self._render(h) for h in hits]
 
-    def _rank_of(self, line: CleanLine) -> str | None:
-        # Traceback lines carry no prefix; they belong to the rank that started the latest
-        # traceback (a guess when ranks interleave). A prefixed line ends that traceback.
+    def _examine(self, raw_line: str, recent: Callable[[], Iterator[str]]) -> None:
+        """Match one candidate line; ``recent()`` yields the raw lines before it, latest first."""
+        line = clean_line(raw_line)
+        if any(ignore.search(line.text) for ignore in self._set.ignore_lines):
+            return
+        self._collect_context(line.text)
+        rank: str | None = None
+        ranked = False
+        for signature in self._set.signatures:
+            values = self._match(signature, line.text, recent)
+            if values is not None:
+                if not ranked:  # looked up once, and only for a line that matched
+                    rank, ranked = self._rank_of(line, recent), True
+                self._record(signature, line, rank, values)
+
+    def _rank_of(self, line: CleanLine, recent: Callable[[], Iterator[str]]) -> str | None:
+        # Traceback lines carry no prefix; they belong to the rank whose prefixed line started
+        # the traceback: the nearest prefixed line before, when it says Traceback or exception
+        # (a guess when ranks interleave), within RANK_WINDOW lines.
         if line.prefixed:
-            starts = "Traceback" in line.text or "exception" in line.text.lower()
-            self._traceback_rank = line.rank if starts else None
             return line.rank
-        return self._traceback_rank
+        for raw in islice(recent(), RANK_WINDOW):
+            before = clean_line(raw)
+            if before.prefixed:
+                starts = "Traceback" in before.text or "exception" in before.text.lower()
+                return before.rank if starts else None
+        return None
 
     def _collect_context(self, text: str) -> None:
         for signature in self._set.signatures:
@@ -439,19 +480,18 @@ class Triage:
         elif how == "max" and _comparable(old, value):
             self._context[name] = max(old, value)  # type: ignore[type-var]
 
-    def _match(self, signature: Signature, text: str) -> dict[str, Value] | None:
+    def _match(self, signature: Signature, text: str,
+               recent: Callable[[], Iterator[str]]) -> dict[str, Value] | None:
         for pattern in signature.patterns:
             match = pattern.search(text)
             if match:
-                if signature.requires_before and not self._seen_recently(signature.requires_before):
+                rule = signature.requires_before
+                if rule and not any(rule.regex.search(clean_line(raw).text)
+                                    for raw in islice(recent(), rule.within)):
                     return None
                 return {k: to_value(v, k, signature.keep_text)
                         for k, v in match.groupdict().items() if v is not None}
         return None
-
-    def _seen_recently(self, rule: NearbyRule) -> bool:
-        recent = list(self._recent)[-rule.within:]
-        return any(rule.regex.search(text) for text in recent)
 
     def _record(self, signature: Signature, line: CleanLine, rank: str | None,
                 values: dict[str, Value]) -> None:
@@ -526,8 +566,11 @@ def fill_template(templates: list[str], values: dict[str, Value]) -> str:
 # Batch entry points
 
 
+CHUNK = 1 << 20  # bytes read at a time: memory stays flat however big the log
+
+
 def triage_lines(lines: Iterable[str], signatures: SignatureSet | None = None) -> list[Finding]:
-    """Findings of a whole log given as lines (without their newlines, or with)."""
+    """Findings of a whole log given as lines, fed one by one as the launcher does."""
     triage = Triage(signatures)
     for line in lines:
         triage.feed(line.rstrip("\n"))
@@ -535,14 +578,52 @@ def triage_lines(lines: Iterable[str], signatures: SignatureSet | None = None) -
     return triage.findings()
 
 
+def triage_stream(stream: BinaryIO, signatures: SignatureSet | None = None) -> list[Finding]:
+    """Findings of a log read from a binary stream in blocks, in constant memory. Lines are
+    split on \n only, so line numbers match editors even where progress bars use \r; bytes
+    that are not UTF-8 read as U+FFFD."""
+    triage = Triage(signatures)
+    before, partial = b"", b""
+    while chunk := stream.read(CHUNK):
+        data = partial + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            before = triage.feed_block(data[:cut], before)
+        partial = data[cut:]
+    if partial:  # the last line has no newline
+        triage.feed_block(partial + b"\n", before)
+    triage.close()
+    return triage.findings()
+
+
+def triage_file(path: Path, signatures: SignatureSet | None = None) -> list[Finding]:
+    """Findings of the log at ``path`` (streamed; an ``OSError`` when it cannot be read)."""
+    with open(path, "rb") as stream:
+        return triage_stream(stream, signatures)
+
+
 def triage_text(text: str, signatures: SignatureSet | None = None) -> list[Finding]:
-    """Findings of a whole log. Lines are split on \\n only, so line numbers match editors
-    even where progress bars use \\r."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return triage_lines(lines, signatures)
+    """Findings of a whole log held as text (as ``triage_file`` reads it)."""
+    return triage_stream(io.BytesIO(text.encode("utf-8", "replace")), signatures)
 
 
-def read_log(path: Path) -> str:
-    return path.read_bytes().decode("utf-8", errors="replace")
+def _lines_before(block: bytes, start: int, before: bytes, limit: int) -> Iterator[str]:
+    """The lines before offset ``start`` of ``block``, then those of ``before``, latest first."""
+    for buffer, end in ((block, start - 1), (before, len(before) - 1)):
+        while end >= 0 and limit > 0:  # end: the newline that ends the line
+            begin = buffer.rfind(b"\n", 0, end) + 1
+            yield buffer[begin:end].decode("utf-8", "replace")
+            end, limit = begin - 1, limit - 1
+
+
+def _last_lines(before: bytes, block: bytes, count: int) -> bytes:
+    """The last ``count`` whole lines of ``before + block`` (fewer when there are fewer)."""
+    for buffer in (block, before + block):  # the second only for a block shorter than that
+        at = len(buffer) - 1
+        for _ in range(count):
+            at = buffer.rfind(b"\n", 0, at)
+            if at < 0:
+                break
+        else:
+            return buffer[at + 1:]
+    return before + block

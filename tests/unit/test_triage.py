@@ -7,17 +7,14 @@ Fixtures and their sources: tests/fixtures/triage/README.md.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Annotated
 
 import pytest
-import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from envmgr.bench.render import render_findings, triage_command
+from envmgr.cli import build_parser
 from envmgr.bench.triage import (
     Triage,
     clean_line,
@@ -25,7 +22,9 @@ from envmgr.bench.triage import (
     kv_pool_sizing,
     load_signatures,
     parse_signatures,
+    triage_file,
     triage_lines,
+    triage_stream,
     triage_text,
 )
 from envmgr.errors import KnowledgeBaseError, UsageError
@@ -93,6 +92,7 @@ def test_malformed_signature_data_is_a_knowledge_base_error(bad, words):
     ("no_kernel_image_vim_42.log", "no_kernel_image", "no kernel image"),
     ("cuda_oom_mygirlgpt_11.log", "cuda_oom", "CUDA out of memory"),
     ("cuda_oom_moss_ttsd_71_sglang.log", "cuda_oom", "CUDA out of memory"),
+    ("kv_pool_oom_h200_sglang_0.5.11.log", "kv_pool_oom", "Not enough memory"),
     ("symm_mem_keyerror_12_scenario.log", "symm_mem_unsupported_arch", "KeyError: 12"),
     ("ep_expert_location_assert_scenario.log", "ep_expert_location_assert", "AssertionError"),
     ("driver_too_old_yuan_65.log", "driver_too_old", "too old"),
@@ -385,6 +385,42 @@ def test_live_generic_capture_failure_is_released_after_hold_lines_or_close():
     assert ids(closing.close()) == ["cuda_graph_capture_failed"]
 
 
+REAL_LINES = sorted({line for p in FIXTURES.glob("*.log") for line in p.read_text().split("\n")})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(REAL_LINES), max_size=400), st.integers(min_value=1, max_value=300))
+def test_blocks_of_any_size_give_what_feeding_line_by_line_gives(lines, chunk):
+    """Real log lines in any order, read in blocks that cut lines anywhere: the batch path
+    (prefilter over blocks, look-backs across block boundaries) equals the live path."""
+    import io
+
+    import envmgr.bench.triage as triage_module
+
+    text = "\n".join(lines)
+    old = triage_module.CHUNK
+    triage_module.CHUNK = chunk
+    try:
+        streamed = triage_stream(io.BytesIO(text.encode()))
+    finally:
+        triage_module.CHUNK = old
+    fed = triage_lines(text.split("\n")) if text else triage_lines([])
+    assert [f.to_dict() for f in streamed] == [f.to_dict() for f in fed]
+
+
+def test_triage_file_streams_in_constant_memory(tmp_path):
+    """A log bigger than many blocks: read in blocks, the finding on its real line."""
+    import envmgr.bench.triage as triage_module
+
+    steady = "[2026-12-01 08:00:42] Decode batch, #running-req: 8, #token: 1280, token usage: 0.00\n"
+    repeats = 3 * triage_module.CHUNK // len(steady)
+    log = tmp_path / "server.log"
+    log.write_text(steady * repeats + fixture("nccl_sglang_8974.log"))
+    findings = triage_file(log)
+    assert ids(findings) == ["nccl_error"]
+    assert findings[0].line == repeats + first_line_containing("nccl_sglang_8974.log", "RuntimeError: NCCL error")
+
+
 # --- robustness ------------------------------------------------------------------------------
 
 LOGGY = st.text(alphabet=st.characters(codec="utf-8"), max_size=200) | st.sampled_from([
@@ -445,26 +481,13 @@ def test_render_no_findings(capsys):
     assert "no known failure signature" in capsys.readouterr().out
 
 
-def test_proposed_typer_wiring(tmp_path):
-    # The exact wiring proposed for envmgr/cli.py, on a throwaway app.
-    app = typer.Typer()
-
-    @app.command()
-    def triage(
-        log: Annotated[Path, typer.Argument(help="SGLang server log", show_default=False)],
-        json_: Annotated[bool, typer.Option("--json", help="Print JSON for machines")] = False,
-    ) -> None:
-        """Explain a server log: exit 0 no known failure, 1 findings (JSON: a list of them)."""
-        raise typer.Exit(triage_command(log, json_))
-
-    @app.command()
-    def other() -> None:  # a second command so typer keeps the sub-command name
-        pass
+def test_triage_through_the_cli(tmp_path, capsys):
+    from envmgr.cli import main
 
     log = tmp_path / "server.log"
     log.write_text(fixture("nccl_sglang_8974.log"))
-    result = CliRunner().invoke(app, ["triage", str(log), "--json"])
-    assert result.exit_code == 1
-    assert json.loads(result.stdout)[0]["id"] == "nccl_error"
-    usage = CliRunner().invoke(app, ["triage", "--help"]).stdout
-    assert re.search(r"triage \[OPTIONS\] \S*log", usage, re.IGNORECASE)
+    assert main(["triage", str(log), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)[0]["id"] == "nccl_error"
+    with pytest.raises(SystemExit):  # argparse's --help exits after printing
+        build_parser().parse_args(["triage", "--help"])
+    assert "usage: envmgr triage" in capsys.readouterr().out

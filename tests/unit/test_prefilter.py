@@ -1,0 +1,90 @@
+"""The literal prefilter of triage: the literals it reads from a pattern are in every match,
+and the lines it lets through are exactly those containing a needle."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envmgr.bench import prefilter
+from envmgr.bench.prefilter import Prefilter, minimal, required_literals
+from envmgr.bench.triage import load_signatures, parse_signatures
+from envmgr.errors import KnowledgeBaseError
+
+
+@pytest.mark.parametrize("pattern,literals", [
+    (r"Not enough memory\. Please", {"not enough memory. please"}),
+    (r"^KeyError: (?P<major>\d+)$", {"keyerror: "}),
+    (r"Load weight end\..*?avail mem=(?P<x>\d+)", {"load weight end."}),  # the longer of two
+    (r"\bnccl(?:UnhandledCudaError|SystemError)", {"unhandledcudaerror", "systemerror"}),
+    (r"(?:CUDA|cuda) out of memory", {" out of memory"}),
+    (r"(?i)Watchdog caught", {"watchdog caught"}),
+    (r"x(?:abc)+y", {"abc"}),
+    (r"(?:abcd)?efg", {"efg"}),       # an optional group is not required
+    (r"(?:abcd)*", None),
+    (r"\d+\.\d+ GB", {" gb"}),         # 3 characters are enough
+    (r"[A-Z]+ error", {" error"}),
+    (r"(?P<lib>[^\s:]+\.so): undefined", {": undefined"}),
+    (r"ab|cdef", None),               # one branch has no literal of 3 characters
+    (r"é{3}xyz", {"xyz"}),            # non-ASCII characters break a literal
+])
+def test_required_literals(pattern, literals):
+    assert required_literals(re.compile(pattern)) == (frozenset(literals) if literals else None)
+
+
+PATTERNS = load_signatures().matched_patterns()
+
+
+@pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.pattern[:40])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_every_match_of_a_shipped_pattern_contains_one_of_its_literals(pattern, data):
+    """Strings hypothesis builds to match each shipped pattern contain a required literal."""
+    needles = required_literals(pattern)
+    text = data.draw(st.from_regex(pattern))
+    assert pattern.search(text)
+    assert any(n in text.lower() for n in needles), (pattern.pattern, text)
+
+
+def test_minimal_drops_needles_that_contain_another():
+    assert minimal(["cuda out of memory", "out of memory", "error", "nccl error"]) == ["error", "out of memory"]
+
+
+def test_a_pattern_without_a_literal_is_rejected_with_its_text():
+    with pytest.raises(ValueError, match=r"has no literal"):
+        Prefilter([re.compile(r"\d+")])
+    data = "hold_lines: 1\nsignatures:\n  - {id: x, title: t, priority: 1, patterns: ['.*error'], " \
+           "message: [m], fix: [f], sources: [s]}\n"
+    assert Prefilter([re.compile(".*error")]).needles  # "error" is a literal
+    with pytest.raises(KnowledgeBaseError, match="has no literal"):
+        parse_signatures(data.replace("'.*error'", "'(?P<n>[0-9]+)'"))
+
+
+LINES = st.lists(st.text(alphabet=st.sampled_from("ab\nc\x1bKEY error:Rr\r é"), max_size=30), max_size=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(LINES)
+def test_block_search_and_one_line_search_agree_with_or_without_the_automaton(lines):
+    text = "\n".join(lines) + "\n"
+    block = text.encode()
+    filters = [Prefilter([re.compile("KeyError: "), re.compile("abc")])]
+    bare = Prefilter([re.compile("KeyError: "), re.compile("abc")])
+    bare._automaton = None  # the bytes.find loop used where ahocorasick_rs is absent
+    filters.append(bare)
+    expected = [i for i, line in enumerate(text.split("\n")[:-1])
+                if any(n in line.encode().lower() for n in (b"keyerror: ", b"abc", b"\x1b", b"\r"))]
+    offsets = [0]
+    for line in text.split("\n")[:-1]:
+        offsets.append(offsets[-1] + len(line.encode()) + 1)
+    for f in filters:
+        starts = f.line_starts(block)
+        assert [offsets.index(s) for s in starts] == expected
+        assert [i for i, line in enumerate(text.split("\n")[:-1]) if f.may_match(line)] == expected
+
+
+def test_the_automaton_is_in_use_where_installed():
+    assert prefilter.BytesAhoCorasick is not None  # a dependency: the fast path is the tested one
