@@ -259,6 +259,10 @@ def _describe(path: Path_, errs: list[dict]) -> tuple[str, str | None, str | Non
         return got, f"a number {sign} {bound}", None
     if kind == "too_short":
         return got, f"at least {ctx['min_length']} item" + ("s" if ctx["min_length"] > 1 else ""), None
+    if kind == "too_long":
+        count = len(value) if isinstance(value, (list, dict)) else "more"
+        return (f"{count} entries is more than envmgr accepts", f"at most {ctx['max_length']}",
+                "no real stack needs that many; split it over specs that extend a common parent")
     if kind == "literal_error":
         options = typing.get_args(_model_at(path))
         return got, ctx.get("expected"), _did_you_mean(value, [str(o) for o in options])

@@ -24,6 +24,16 @@ FLAG_RE = r"^--[a-z0-9][a-z0-9-]*$"
 CUDA_TAG_RE = r"^cu[0-9]{3}$"
 TOOLKIT_VERSION_RE = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
 
+# Sizes no real stack comes near (a host keeps two or three CUDA toolkits, a spec pins a few
+# dozen packages, SGLang has about 600 flags, a sweep of 1000 configs is weeks of launches):
+# beyond them a spec is generated or broken, and refusing it keeps every command fast.
+MAX_TOOLKITS = 16
+MAX_PACKAGES = 500
+MAX_ENV = 500
+MAX_FLAGS = 600
+MAX_CONFIGS = 1000
+MAX_PROBES = 64
+
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -106,7 +116,7 @@ class Toolkit(Model):
 
 
 class Cuda(Model):
-    toolkits: list[Toolkit] = Field(min_length=1, description="Toolkits that live side by side")
+    toolkits: list[Toolkit] = Field(min_length=1, max_length=MAX_TOOLKITS, description="Toolkits that live side by side")
     select: ToolkitVersion | None = Field(
         None, description="The toolkit /usr/local/cuda and CUDA_HOME point to (default: the last)"
     )
@@ -137,7 +147,7 @@ class Python(Model):
         None, description="Extra index for torch wheels (default: the PyTorch index of torch_cuda)"
     )
     packages: dict[PackageName, Specifier] = Field(
-        default_factory=dict, description="name: exact pin ('2.9.1') or PEP 440 specifier"
+        default_factory=dict, max_length=MAX_PACKAGES, description="name: exact pin ('2.9.1') or PEP 440 specifier"
     )
 
     @property
@@ -173,8 +183,8 @@ class Realize(Model):
 
 
 class Probes(Model):
-    required: list[Name] = Field(default_factory=list, description="Must pass before switching")
-    expected_fail: list[Name] = Field(default_factory=list, description="Known not to work here")
+    required: list[Name] = Field(default_factory=list, max_length=MAX_PROBES, description="Must pass before switching")
+    expected_fail: list[Name] = Field(default_factory=list, max_length=MAX_PROBES, description="Known not to work here")
 
     @model_validator(mode="after")
     def _disjoint(self) -> "Probes":
@@ -187,9 +197,9 @@ class Probes(Model):
 class BenchConfig(Model):
     description: str = ""
     flags: dict[FlagName, FlagValue] = Field(
-        default_factory=dict, description="Overlay on the common flags; false/null removes one"
+        default_factory=dict, max_length=MAX_FLAGS, description="Overlay on the common flags; false/null removes one"
     )
-    env: dict[EnvName, EnvValue | None] = Field(default_factory=dict)
+    env: dict[EnvName, EnvValue | None] = Field(default_factory=dict, max_length=MAX_ENV)
 
 
 class Load(Model):
@@ -204,8 +214,8 @@ class Load(Model):
 
 class Benchmarks(Model):
     model_path: str = Field(description="Local model directory (no downloads)")
-    server_flags: dict[FlagName, FlagValue] = Field(default_factory=dict)
-    configs: dict[Name, BenchConfig] = Field(default_factory=dict)
+    server_flags: dict[FlagName, FlagValue] = Field(default_factory=dict, max_length=MAX_FLAGS)
+    configs: dict[Name, BenchConfig] = Field(default_factory=dict, max_length=MAX_CONFIGS)
     load: Load = Load()
     # A 600 GB model takes ~10 minutes to load: the limits are generous; a crash is caught
     # in seconds by its log or its exit, not by these.
@@ -229,7 +239,7 @@ class Spec(Model):
     driver: Driver | None = None
     cuda: Cuda | None = None
     python: Python = Python()
-    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=MAX_ENV)
     realize: Realize = Realize()
     probes: Probes = Probes()
     benchmarks: Benchmarks | None = None

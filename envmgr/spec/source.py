@@ -24,6 +24,7 @@ _Loader = YAML_LOADER
 Path_ = tuple[str | int, ...]
 MAX_DEPTH = 64  # deeper documents are hostile or broken, never a spec
 MAX_NODES = 100_000  # a spec has a few hundred values; more means an alias bomb
+MAX_BYTES = 2 * 1024 * 1024  # read no further: a big file is not a spec, and would be slow
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _COLLECTION_TAGS = {yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                     yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG}
@@ -52,6 +53,11 @@ def read_source(path: Path) -> Source:
     """Read a YAML file; a missing file or bad YAML is a ``SpecError``."""
     name = str(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise SpecError([SpecProblem(name, None, "", f"the file is {size:,} bytes; envmgr reads specs "
+                                         f"up to {MAX_BYTES:,}", fix="a spec is a few kilobytes (1000 "
+                                         "benchmark configs are about 100 KB): is this the right file?")])
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError([SpecProblem(name, None, "", "file not found")],

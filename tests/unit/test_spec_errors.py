@@ -151,6 +151,13 @@ CASES = [
               + "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 8))
               + "realize:\n"),
          "x4:", "x4", "more than 100000 values"),
+    # --- absurd sizes ---------------------------------------------------------------------------
+    case("too-many-toolkits", edit('    - version: "12.8"\n      source: apt\n',
+                                   "".join(f'    - version: "12.{i}"\n' for i in range(17))),
+         "toolkits:", "cuda.toolkits", "17 entries is more than envmgr accepts", "at most 16",
+         "split it over specs"),
+    case("too-many-configs", edit("  configs:\n", "  configs:\n" + "".join(f"    c{i}: {{}}\n" for i in range(1000))),
+         "configs:", "benchmarks.configs", "1001 entries", "at most 1000"),
     # --- apiVersion ---------------------------------------------------------------------------
     case("missing-apiVersion", edit("apiVersion: envmgr/v1\n", ""), 1, "apiVersion",
          "missing", "start the file with `apiVersion: envmgr/v1`"),
@@ -516,3 +523,14 @@ def test_numbers_are_not_coerced_from_booleans_or_strings(tmp_path, field, value
     (problem,) = info.value.problems
     assert (problem.line, problem.field) == (6, f"hardware.gpu.{field}")
     assert expected in problem.render()
+
+
+def test_a_file_far_bigger_than_any_spec_is_refused_unread(tmp_path: Path) -> None:
+    from envmgr.spec.source import MAX_BYTES
+
+    big = tmp_path / "big.yaml"
+    big.write_text(BASE + "# " + "x" * MAX_BYTES + "\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(big)
+    (problem,) = info.value.problems
+    assert "bytes; envmgr reads specs up to" in problem.message and problem.fix
