@@ -11,6 +11,9 @@ find `cuda_oom` on the last line. grep gets every pattern triage matches lines w
 (signatures and context values), translated to POSIX ERE, and counts matching lines; triage
 reads the file, cleans and matches what its prefilter lets through, and prints JSON.
 Reported: the median wall time of each, their ratio, and triage's peak RSS (from wait4).
+The launcher's live path is measured too: the same log fed line by line to ``Triage.feed``
+in one process (``feed_s``, ``feed_us_per_line``), as the reader thread feeds a running
+server's output.
 
 Targets (issue 11): triage <= 10x grep, <= 80 MiB peak, at 100 MB.
 """
@@ -118,6 +121,19 @@ def timed(argv: list[str]) -> tuple[float, int, str]:
         return wall, usage.ru_maxrss, out.read().decode()
 
 
+FEED = """
+import sys, time
+from envmgr.bench.triage import Triage
+triage = Triage()
+start = time.perf_counter()
+with open(sys.argv[1], encoding="utf-8", errors="replace") as log:
+    for line in log:
+        triage.feed(line.rstrip("\\n"))
+triage.close()
+print(time.perf_counter() - start, [f.id for f in triage.findings()])
+"""
+
+
 def envmgr() -> list[str]:
     script = shutil.which("envmgr")
     return [script] if script else [sys.executable, "-m", "envmgr"]
@@ -149,7 +165,11 @@ def main() -> int:
                 triage_runs.append(wall)
                 rss.append(peak)
                 findings = json.loads(out)
+            _, feed_peak, out = timed([sys.executable, "-c", FEED, str(log)])
+            feed_s, feed_ids = out.split(" ", 1)
             found = [(f["id"], f["line"]) for f in findings]
+            if feed_ids.strip() != "['cuda_oom']":
+                sys.exit(f"{log.name}: the live path found {feed_ids.strip()}")
             if found != [("cuda_oom", lines)]:
                 sys.exit(f"{log.name}: expected cuda_oom on line {lines}, got {found}")
             row = {"size_mb": mb, "bytes": log.stat().st_size, "lines": lines,
@@ -157,11 +177,14 @@ def main() -> int:
                    "triage_s": round(statistics.median(triage_runs), 3),
                    "triage_peak_mib": round(max(rss) / 1024, 1)}
             row["ratio"] = round(row["triage_s"] / row["grep_s"], 1)
+            row["feed_s"] = round(float(feed_s), 3)
+            row["feed_us_per_line"] = round(float(feed_s) / lines * 1e6, 2)
             results.append(row)
             if not args.json:
                 print(f"{mb:6g} MB {lines:>9,} lines  grep -E {row['grep_s']:7.3f} s  "
                       f"triage {row['triage_s']:7.3f} s  = {row['ratio']:5.1f}x grep  "
-                      f"peak {row['triage_peak_mib']:6.1f} MiB", flush=True)
+                      f"peak {row['triage_peak_mib']:6.1f} MiB  live feed {row['feed_us_per_line']:5.2f} us/line",
+                      flush=True)
     if args.json:
         print(json.dumps({"command": envmgr(), "runs": args.runs, "results": results}, indent=2))
     return 0
