@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
@@ -77,6 +78,7 @@ FACTS = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(spec=specs(), observed=st.one_of(st.none(), FACTS))
 def test_any_valid_spec_evaluates_and_plans(spec, observed):

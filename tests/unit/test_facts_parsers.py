@@ -404,6 +404,7 @@ python_info_like = st.fixed_dictionaries(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parse", [parse_python_info, parse_pip_cuda_tools], ids=lambda p: p.__name__)
 @settings(max_examples=300, deadline=None)
 @given(data=python_info_like)

@@ -95,6 +95,7 @@ def test_no_env_inherits_ours(backend, monkeypatch):
     assert backend.run(["sh", "-c", 'printf %s "$ENVMGR_TEST_VAR"']).stdout == "parent"
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_whole_process_group(backend, tmp_path):
     pids = tmp_path / "pids"
     # Two sleeps: one in the background (a grandchild of ours), one in the foreground.

@@ -400,6 +400,7 @@ def partial_then_hang_target(rank, world_size, store_path, payload):
     time.sleep(3600)  # the graph stage hangs
 
 
+@pytest.mark.slow
 def test_a_hang_after_a_partial_report_keeps_the_partial():
     run = allreduce.run_workers(partial_then_hang_target, 2, {}, timeout_s=2.0)
     assert run["timed_out"] == [0, 1]
@@ -418,6 +419,7 @@ def test_workers_answer_with_their_rank_and_the_env_given():
     assert {run["ranks"][r]["nvls"] for r in range(3)} == {"0"}
 
 
+@pytest.mark.slow
 def test_a_failing_rank_is_reported_and_its_waiting_peers_are_killed_after_the_grace():
     started = time.monotonic()
     run = allreduce.run_workers(raising_target, 2, {}, timeout_s=60, grace_s=1.0)
@@ -432,6 +434,7 @@ def test_a_worker_that_dies_is_reported_with_its_exit_code():
     assert run["ranks"][0]["error"] == "worker died without a result (exit code 3)"
 
 
+@pytest.mark.slow
 def test_a_hang_is_killed_at_the_timeout_and_leaves_no_process(tmp_path):
     started = time.monotonic()
     run = symm.run_workers(pid_then_hang_target, 2, {"pid_dir": str(tmp_path)}, timeout_s=2.0)

@@ -48,6 +48,7 @@ def test_a_probe_that_raises_is_an_error_with_its_traceback(monkeypatch):
     assert "Traceback" in result.details["traceback"]
 
 
+@pytest.mark.slow
 def test_a_hanging_probe_is_killed_with_its_children_and_the_others_complete(monkeypatch):
     marker = f"envmgr-hang-{uuid.uuid4().hex}"
     add_probe(monkeypatch, "hang", (
@@ -106,6 +107,7 @@ class ContainerLike:
         return self.local.run(argv, timeout=timeout, env=env)
 
 
+@pytest.mark.slow
 def test_elsewhere_exclusive_probes_run_after_and_alone(monkeypatch):
     timed_probes(monkeypatch)
     r = {p.probe: p.details for p in run_probes(ContainerLike(), sys.executable, ["a", "b", "c", "d"], {})}

@@ -227,6 +227,7 @@ def test_generate_honours_max_new_tokens_plain_and_streamed(ready):
     assert chunks[-1]["text"].startswith(chunks[0]["text"])  # cumulative text, as SGLang's
 
 
+@pytest.mark.slow
 def test_health_is_503_while_the_replay_runs_and_200_once_ready(launch):
     server = launch("ready", delay="0.01")  # ~100 lines for TP8: about a second of start-up
     server.wait_status("/health", 503)

@@ -170,6 +170,7 @@ def mutate(data: st.DataObject, spec: dict) -> None:
 SIMPLE_KEY = re.compile(r"^[A-Za-z_-][\w.-]*$", re.ASCII)
 
 
+@pytest.mark.slow
 @FAST
 @given(st.data())
 def test_mutated_spec_loads_or_explains(tmp_path_factory: pytest.TempPathFactory,

@@ -388,6 +388,7 @@ def test_live_generic_capture_failure_is_released_after_hold_lines_or_close():
 REAL_LINES = sorted({line for p in FIXTURES.glob("*.log") for line in p.read_text().split("\n")})
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(REAL_LINES), max_size=400), st.integers(min_value=1, max_value=300))
 def test_blocks_of_any_size_give_what_feeding_line_by_line_gives(lines, chunk):
@@ -432,6 +433,7 @@ LOGGY = st.text(alphabet=st.characters(codec="utf-8"), max_size=200) | st.sample
 ])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(LOGGY, max_size=4).map("".join), max_size=30))
 def test_random_text_never_raises(lines):

@@ -218,6 +218,7 @@ def test_unknown_scheme_is_a_backend_error_naming_the_host():
 # --- the pytest plugin ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pytest_plugin_one_test_per_check_failing_with_the_message(tmp_path):
     spec_file = tmp_path / "s.yaml"
     spec_file.write_text(
