@@ -26,6 +26,7 @@ from typing import Any
 import jinja2
 
 from envmgr.lock import index_args
+from envmgr.spec import models
 from envmgr.spec.models import Spec
 from envmgr.toolkits import pip_cuda_prefix
 
@@ -40,13 +41,8 @@ VENV = ENVMGR_ROOT / "venv"
 WHEELHOUSE_DIR = "wheelhouse"  # in the build context
 WHEELHOUSE = PurePosixPath("/tmp/envmgr-wheelhouse")  # in the build stage only
 
-# Docker's reference grammar (distribution/reference): [host[:port]/]path[:tag][@digest].
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)"
-REPOSITORY_RE = re.compile(rf"^{_HOST}?{_COMPONENT}(?:/{_COMPONENT})*$")
-IMAGE_REF_RE = re.compile(
-    rf"^{_HOST}?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?(?:@sha256:[0-9a-f]{{64}})?$"
-)
+REPOSITORY_RE = re.compile(models.REPOSITORY_RE)
+IMAGE_REF_RE = re.compile(models.IMAGE_REF_RE)
 # On the build stage's layers (build cache, not in the final image): prune them with
 # `docker image prune --filter label=dev.envmgr.stage=build`.
 BUILD_STAGE_LABEL = ("dev.envmgr.stage", "build")

@@ -26,8 +26,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from envmgr.errors import ExtendsError, SpecError, SpecProblem
+from envmgr.spec import models
 from envmgr.spec.models import API_VERSION, Spec
-from envmgr.spec.source import Path_, Source, dotted, read_source
+from envmgr.spec.source import MAX_BYTES, Path_, Source, dotted, read_source
 
 MAX_EXTENDS = 16
 
@@ -79,8 +80,17 @@ def validate(source: Source) -> Spec:
 
 # --- extends ---------------------------------------------------------------------------
 
-def _merged_source(path: Path, seen: tuple[Path, ...]) -> tuple[Source, list[Path]]:
-    source = read_source(path)
+def _merged_source(path: Path, seen: tuple[Path, ...], quote_parent: bool = True) -> tuple[Source, list[Path]]:
+    """``path`` merged over its parents. A parent must be an envmgr spec before anything of
+    it is shown: ``extends: /etc/shadow`` says so without quoting one line of the file."""
+    try:
+        source = read_source(path)
+    except SpecError:
+        if quote_parent or _declares_api_version(path):
+            raise  # the user's own (broken) spec: its problems help
+        raise _not_a_spec(path, seen) from None
+    if not quote_parent and source.data.get("apiVersion") != API_VERSION:
+        raise _not_a_spec(path, seen)
     parent_name = source.data.get("extends")
     if parent_name is None:
         return source, [path]
@@ -97,7 +107,7 @@ def _merged_source(path: Path, seen: tuple[Path, ...]) -> tuple[Source, list[Pat
     try:
         in_chain = parent_path.resolve() in {p.resolve() for p in chain}
         exists = parent_path.is_file()
-    except (OSError, ValueError) as exc:  # a NUL byte, a name too long for the OS
+    except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a name too long, a symlink loop
         raise problem(f"cannot use {_show(parent_name)} as a path: {exc}") from None
     if in_chain:
         cycle = " -> ".join(str(p) for p in (*chain, parent_path))
@@ -108,8 +118,30 @@ def _merged_source(path: Path, seen: tuple[Path, ...]) -> tuple[Source, list[Pat
         raise problem(f"parent spec {str(parent_path)!r} not found",
                       expected="an existing spec file, relative to this one",
                       fix="fix the path or create the parent")
-    parent, parents = _merged_source(parent_path, chain)
+    parent, parents = _merged_source(parent_path, chain, quote_parent=False)
     return _overlay(parent, source), [path, *parents]
+
+
+_API_LINE = re.compile(rb"^apiVersion:\s*[\"']?envmgr/", re.MULTILINE)
+
+
+def _declares_api_version(path: Path) -> bool:
+    """Whether a file that failed to parse at least says it is an envmgr spec."""
+    try:
+        with open(path, "rb") as f:
+            return bool(_API_LINE.search(f.read(MAX_BYTES)))
+    except (OSError, ValueError):
+        return False
+
+
+def _not_a_spec(parent: Path, seen: tuple[Path, ...]) -> ExtendsError:
+    child = seen[-1]
+    file, line = read_source(child).locate(("extends",))
+    return ExtendsError([SpecProblem(
+        file, line, "extends", f"{str(parent)!r} is not an envmgr spec (it does not start with "
+        f"`apiVersion: {API_VERSION}`), so envmgr shows nothing of it",
+        expected="a spec file, relative to this one (../ and absolute paths are allowed)",
+        fix="point extends: at the parent spec")])
 
 
 def _overlay(parent: Source, child: Source) -> Source:
@@ -146,6 +178,13 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 # --- pydantic errors -> problems ---------------------------------------------------------
 
+# Patterns matched whole first: the Docker and Ansible names share their first characters.
+_EXACT_PATTERN_WORDS = {
+    models.REPOSITORY_RE: "a docker repository name: lower-case path components like envmgr/cuda13 "
+                          "(optionally host[:port]/ first), no tag",
+    models.IMAGE_REF_RE: "a docker image reference like nvidia/cuda:13.0.2-devel-ubuntu24.04",
+    models.GROUP_RE: "an Ansible group or host name (letters, digits, _ . -)",
+}
 _PATTERN_WORDS = {
     "^sm_": "a GPU arch like sm_90, sm_120 or sm_120a",
     "^--": "a long flag like --tp-size (lower case, dashes)",
@@ -237,7 +276,9 @@ def _is_union_tag(part: str) -> bool:
 
 def _describe(path: Path_, errs: list[dict]) -> tuple[str, str | None, str | None]:
     """(message, expected, fix) for the errors pydantic reported about one field."""
-    first = errs[0]
+    # Of a union's errors, a validator's own message says most (a string with a NUL is not
+    # "not a valid boolean").
+    first = next((e for e in errs if e["type"] == "value_error"), errs[0])
     kind, ctx, value = first["type"], first.get("ctx") or {}, first.get("input")
     got = f"got {_show(value)}"
     if kind == "missing":
@@ -249,6 +290,8 @@ def _describe(path: Path_, errs: list[dict]) -> tuple[str, str | None, str | Non
                 _did_you_mean(key, known))
     if kind == "value_error":
         return first["msg"].removeprefix("Value error, "), None, None
+    if any(e["type"] == "finite_number" for e in errs):
+        return got, "a finite number", "write a number (YAML reads .inf and .nan as floats)"
     words = [_TYPE_WORDS.get(e["type"]) for e in errs]
     if all(words):
         quote = words == ["a string"] and not isinstance(value, (str, list, dict, type(None)))
@@ -268,7 +311,8 @@ def _describe(path: Path_, errs: list[dict]) -> tuple[str, str | None, str | Non
         return got, ctx.get("expected"), _did_you_mean(value, [str(o) for o in options])
     if kind == "string_pattern_mismatch":
         pattern = ctx.get("pattern", "")
-        word = next((w for k, w in _PATTERN_WORDS.items() if pattern.startswith(k)), pattern)
+        word = _EXACT_PATTERN_WORDS.get(pattern) or next(
+            (w for k, w in _PATTERN_WORDS.items() if pattern.startswith(k)), pattern)
         if first["loc"] and first["loc"][-1] == "[key]":
             return f"invalid name {_show(value)}", word, None
         return got, word, None

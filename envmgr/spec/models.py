@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Union
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 API_VERSION = "envmgr/v1"
 
@@ -23,6 +23,13 @@ ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 FLAG_RE = r"^--[a-z0-9][a-z0-9-]*$"
 CUDA_TAG_RE = r"^cu[0-9]{3}$"
 TOOLKIT_VERSION_RE = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
+# Docker's reference grammar (distribution/reference): [host[:port]/]path[:tag][@digest].
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)"
+REPOSITORY_RE = rf"^{_HOST}?{_COMPONENT}(?:/{_COMPONENT})*$"
+IMAGE_REF_RE = rf"^{_HOST}?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?(?:@sha256:[0-9a-f]{{64}})?$"
+# An Ansible group (or host) name: it becomes the play's `hosts:` and part of a backend URL.
+GROUP_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 
 # Sizes no real stack comes near (a host keeps two or three CUDA toolkits, a spec pins a few
 # dozen packages, SGLang has about 600 flags, a sweep of 1000 configs is weeks of launches):
@@ -58,12 +65,35 @@ def _check_specifier(value: str) -> str:
     return value
 
 
+def _control_characters(value: str) -> list[str]:
+    return sorted({repr(c) for c in value if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"})
+
+
 def _check_env_text(value: str) -> str:
     # An environment value is one line of text: a newline cannot cross a Dockerfile ENV,
     # an env file or a shell profile intact, so refuse it rather than mangle it.
-    bad = sorted({repr(c) for c in value if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"})
+    bad = _control_characters(value)
     if bad:
         raise ValueError(f"control characters ({', '.join(bad)}) are not allowed in an environment value")
+    return value
+
+
+def _check_argv_text(value: str) -> str:
+    # It becomes a command-line argument or a path: NUL cannot be in either, and other
+    # control characters only hide what the command really is.
+    bad = _control_characters(value)
+    if bad:
+        raise ValueError(f"control characters ({', '.join(bad)}) are not allowed here: this value "
+                         "becomes a command-line argument or a path")
+    return value
+
+
+def _check_absolute_path(value: str) -> str:
+    _check_argv_text(value)
+    if value and not value.startswith("/"):
+        raise ValueError(f"{value!r} is not an absolute path (it must not depend on where envmgr runs)")
+    if "?" in value or "#" in value:
+        raise ValueError(f"{value!r}: '?' and '#' are not allowed in this path (it becomes part of a URL)")
     return value
 
 
@@ -74,8 +104,11 @@ PackageName = Annotated[str, StringConstraints(pattern=PACKAGE_RE)]
 EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME_RE)]
 FlagName = Annotated[str, StringConstraints(pattern=FLAG_RE)]
 ToolkitVersion = Annotated[str, StringConstraints(pattern=TOOLKIT_VERSION_RE)]
+ArgvText = Annotated[str, AfterValidator(_check_argv_text)]
+AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
+FiniteFloat = Annotated[float, AllowInfNan(False)]
 # A flag's value: true = bare flag, false/null = absent (lets an overlay drop a common flag).
-FlagValue = Union[bool, int, float, str, None]
+FlagValue = Union[bool, int, FiniteFloat, ArgvText, None]
 EnvValue = Union[Annotated[str, AfterValidator(_check_env_text)], int, float, bool]
 
 
@@ -92,7 +125,7 @@ class Gpu(Model):
     segment: Literal["datacenter", "workstation", "geforce", "embedded"] = Field(
         "datacenter", description="Product segment; forward compatibility depends on it"
     )
-    memory_gb: float | None = Field(None, gt=0, strict=True, description="Memory per GPU, GB")
+    memory_gb: FiniteFloat | None = Field(None, gt=0, strict=True, description="Memory per GPU, GB")
 
 
 class Hardware(Model):
@@ -112,7 +145,7 @@ class Toolkit(Model):
     source: Literal["apt", "pip", "runfile", "image"] = Field(
         "apt", description="apt: NVIDIA's repository; pip: nvidia-* wheels; image: the base image has it"
     )
-    prefix: str = Field("", description="Install prefix; default /usr/local/cuda-X.Y")
+    prefix: AbsolutePath = Field("", description="Install prefix; default /usr/local/cuda-X.Y")
 
 
 class Cuda(Model):
@@ -158,18 +191,20 @@ class Python(Model):
 
 
 class VenvOptions(Model):
-    path: str = Field("", description="Where generations of the venv live (default: envmgr state dir)")
+    path: AbsolutePath = Field("", description="Where generations of the venv live (default: envmgr state dir)")
 
 
 class DockerOptions(Model):
-    base_image: str = Field("", description="Base image, e.g. nvidia/cuda:13.0.2-devel-ubuntu24.04")
-    tag: str = Field("", description="Image repository name (tag is the spec's content hash)")
+    base_image: Annotated[str, StringConstraints(pattern=IMAGE_REF_RE, max_length=255)] | Literal[""] = Field(
+        "", description="Base image, e.g. nvidia/cuda:13.0.2-devel-ubuntu24.04")
+    tag: Annotated[str, StringConstraints(pattern=REPOSITORY_RE, max_length=255)] | Literal[""] = Field(
+        "", description="Image repository name (tag is the spec's content hash)")
     wheelhouse: bool = Field(False, description="Download wheels on the host, install offline")
 
 
 class AnsibleOptions(Model):
-    inventory: str = Field("", description="Inventory file")
-    group: str = Field("all", description="Host group to provision")
+    inventory: ArgvText = Field("", description="Inventory file (relative to the spec)")
+    group: Annotated[str, StringConstraints(pattern=GROUP_RE)] = Field("all", description="Host group to provision")
     serial: Annotated[int, Field(strict=True, ge=1)] | Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}%$")] = Field(
         1, description="Hosts per batch (number or percentage like '25%')")
     max_fail_percentage: int = Field(0, ge=0, le=100, strict=True, description="Stop the rollout above this")
@@ -204,23 +239,23 @@ class BenchConfig(Model):
 
 class Load(Model):
     dataset: Literal["random-ids", "random", "sharegpt"] = "random-ids"
-    dataset_path: str = ""
+    dataset_path: ArgvText = ""
     input_len: int = Field(1024, ge=1, strict=True)
     output_len: int = Field(512, ge=1, strict=True)
     num_prompts: int = Field(64, ge=1, strict=True)
     max_concurrency: int = Field(8, ge=1, strict=True)
-    timeout_s: float = Field(3600, gt=0, description="Longest the load may run")
+    timeout_s: FiniteFloat = Field(3600, gt=0, description="Longest the load may run")
 
 
 class Benchmarks(Model):
-    model_path: str = Field(description="Local model directory (no downloads)")
+    model_path: ArgvText = Field(description="Local model directory (no downloads)")
     server_flags: dict[FlagName, FlagValue] = Field(default_factory=dict, max_length=MAX_FLAGS)
     configs: dict[Name, BenchConfig] = Field(default_factory=dict, max_length=MAX_CONFIGS)
     load: Load = Load()
     # A 600 GB model takes ~10 minutes to load: the limits are generous; a crash is caught
     # in seconds by its log or its exit, not by these.
-    startup_timeout_s: float = Field(1800, gt=0, description="Longest a server may take to get ready")
-    stall_timeout_s: float = Field(600, gt=0, description="Not ready and silent this long: hung")
+    startup_timeout_s: FiniteFloat = Field(1800, gt=0, description="Longest a server may take to get ready")
+    stall_timeout_s: FiniteFloat = Field(600, gt=0, description="Not ready and silent this long: hung")
 
     def flags_of(self, config: str) -> dict[str, FlagValue]:
         """Common flags with the config's overlay; false/null drop a flag."""

@@ -50,20 +50,27 @@ class Source:
 
 
 def read_source(path: Path) -> Source:
-    """Read a YAML file; a missing file or bad YAML is a ``SpecError``."""
+    """Read a YAML file; a missing, huge, non-UTF-8 file or bad YAML is a ``SpecError``."""
     name = str(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise SpecError([SpecProblem(name, None, "", f"the file is {size:,} bytes; envmgr reads specs "
-                                         f"up to {MAX_BYTES:,}", fix="a spec is a few kilobytes (1000 "
-                                         "benchmark configs are about 100 KB): is this the right file?")])
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as f:  # at most MAX_BYTES + 1: /dev/zero or a FIFO must not hang us
+            data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise SpecError([SpecProblem(name, None, "", "file not found")],
                         hint="check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError([SpecProblem(name, None, "", f"cannot read the file: {exc}")]) from exc
+    except (OSError, ValueError) as exc:  # a directory, no permission, a NUL in the name
+        raise SpecError([SpecProblem(name, None, "", f"cannot read the file: {exc}")]) from None
+    if len(data) > MAX_BYTES:
+        raise SpecError([SpecProblem(name, None, "", f"the file is over {MAX_BYTES:,} bytes; envmgr reads "
+                                     "specs up to that", fix="a spec is a few kilobytes (1000 benchmark "
+                                     "configs are about 100 KB): is this the right file?")])
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError([SpecProblem(name, line, "", f"not UTF-8: byte 0x{data[exc.start]:02x} at column "
+                                     f"{column}", fix="save the file as UTF-8")]) from None
     return parse_source(text, name)
 
 

@@ -325,7 +325,7 @@ from envmgr.backends.docker import (  # noqa: E402
     image_lock,
     parse_docker_url,
 )
-from envmgr.errors import BackendError, UsageError  # noqa: E402
+from envmgr.errors import SpecError, BackendError, UsageError  # noqa: E402
 from envmgr.spec.load import load_spec  # noqa: E402
 
 
@@ -387,14 +387,22 @@ def _spec_file(tmp_path: Path, docker: dict) -> Path:
     return path
 
 
-def test_realize_refuses_a_bad_repository_or_no_base_before_touching_the_daemon(tmp_path):
-    bad_repo = load_spec(_spec_file(tmp_path, {"tag": "Not/A Repo", "base_image": "debian:bookworm"}))
-    with pytest.raises(UsageError, match="not a docker repository name"):
-        DockerBackend("docker://").realize(bad_repo, [], print, tmp_path / "g")
-    bad_base = load_spec(_spec_file(tmp_path, {"base_image": "debian:bookworm\nRUN x"}))
-    with pytest.raises(UsageError, match="not an image reference"):
-        DockerBackend("docker://").realize(bad_base, [], print, tmp_path / "g")
+def test_a_bad_repository_or_base_is_a_located_spec_error(tmp_path):
+    for options, field in (({"tag": "Not/A Repo", "base_image": "debian:bookworm"}, "realize.docker.tag"),
+                           ({"tag": "x?base=evil:1&wheelhouse=1"}, "realize.docker.tag"),
+                           ({"base_image": "debian:bookworm\nRUN x"}, "realize.docker.base_image")):
+        with pytest.raises(SpecError) as info:
+            load_spec(_spec_file(tmp_path, options))
+        (problem,) = info.value.problems
+        assert problem.field == field and problem.line and "docker" in problem.expected
+
+
+def test_realize_refuses_a_bad_url_or_no_base_before_touching_the_daemon(tmp_path):
     no_base = load_spec(_spec_file(tmp_path, {}))
+    with pytest.raises(UsageError, match="not a docker repository name"):
+        DockerBackend("docker://Not/A Repo").realize(no_base, [], print, tmp_path / "g")
+    with pytest.raises(UsageError, match="not an image reference"):
+        DockerBackend("docker://?base=debian:bookworm%0ARUN%20x").realize(no_base, [], print, tmp_path / "g")
     with pytest.raises(UsageError, match="no base image"):
         DockerBackend("docker://").realize(no_base, [], print, tmp_path / "g")
     assert not (tmp_path / "g").exists()

@@ -151,6 +151,23 @@ CASES = [
               + "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 8))
               + "realize:\n"),
          "x4:", "x4", "more than 100000 values"),
+    # --- values that become argv, paths or URLs (issue 12) ---------------------------------------
+    case("infinite-flag", edit("--tp-size: 1", "--tp-size: .inf"), "--tp-size",
+         "benchmarks.server_flags.--tp-size", "got inf", "expected a finite number"),
+    case("nan-timeout", edit("    input_len: 1024", "    timeout_s: .nan"), "timeout_s",
+         "benchmarks.load.timeout_s", "expected a finite number"),
+    case("nul-in-model-path", edit("model_path: /models/m", 'model_path: "/models/a\\0b"'), "model_path",
+         "benchmarks.model_path", "control characters ('\\x00')", "command-line argument or a path"),
+    case("newline-in-flag-value", edit("--port: 30000", '--port: "30000\\n--evil"'), "--port",
+         "benchmarks.configs.baseline.flags.--port", "control characters ('\\n')"),
+    case("group-with-a-query", edit("    max_fail_percentage: 10", "    group: 'all?inventory=/other.yml'"),
+         "group:", "realize.ansible.group", "an Ansible group or host name"),
+    case("venv-path-with-a-query", edit("  ansible:\n", "  venv: {path: '/x?installer=pip'}\n  ansible:\n"),
+         "venv:", "realize.venv.path", "'?' and '#' are not allowed"),
+    case("relative-venv-path", edit("  ansible:\n", "  venv: {path: envs/x}\n  ansible:\n"),
+         "venv:", "realize.venv.path", "not an absolute path"),
+    case("relative-toolkit-prefix", edit("      source: apt", "      source: apt\n      prefix: cuda"),
+         "prefix:", "cuda.toolkits[0].prefix", "not an absolute path"),
     # --- absurd sizes ---------------------------------------------------------------------------
     case("too-many-toolkits", edit('    - version: "12.8"\n      source: apt\n',
                                    "".join(f'    - version: "12.{i}"\n' for i in range(17))),
@@ -534,3 +551,24 @@ def test_a_file_far_bigger_than_any_spec_is_refused_unread(tmp_path: Path) -> No
         load_spec(big)
     (problem,) = info.value.problems
     assert "bytes; envmgr reads specs up to" in problem.message and problem.fix
+
+
+def test_extends_never_shows_a_file_that_is_not_a_spec(tmp_path: Path) -> None:
+    secret = tmp_path / "secrets.txt"
+    secret.write_text("root:$6$hash:19000:0:99999:7:::\nadmin: hunter2\n")
+    (tmp_path / "main.yaml").write_text(BASE.replace("metadata:", f"extends: {secret}\nmetadata:", 1))
+    with pytest.raises(ExtendsError) as info:
+        load_spec(tmp_path / "main.yaml")
+    text = str(info.value)
+    assert "is not an envmgr spec" in text and "main.yaml:2" in text
+    assert "hunter2" not in text and "$6$" not in text and "19000" not in text
+
+
+def test_extends_through_a_symlink_loop_is_located(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").symlink_to(tmp_path / "b.yaml")
+    (tmp_path / "b.yaml").symlink_to(tmp_path / "a.yaml")
+    (tmp_path / "main.yaml").write_text(child("metadata: {name: x}").replace("spec.yaml", "a.yaml"))
+    with pytest.raises(ExtendsError) as info:
+        load_spec(tmp_path / "main.yaml")
+    (problem,) = info.value.problems
+    assert problem.line == 2 and problem.field == "extends" and "cannot use 'a.yaml' as a path" in problem.message

@@ -92,8 +92,11 @@ def test_damaged_real_spec(data: st.DataObject) -> None:
 
 def test_invalid_utf8_file(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_bytes(b"apiVersion: envmgr/v1\nmetadata: {name: \xff\xfe}\n")
-    with pytest.raises(SpecError, match="cannot read the file"):
+    with pytest.raises(SpecError) as info:
         load_spec(tmp_path / "s.yaml")
+    (problem,) = info.value.problems
+    assert (problem.line, problem.message) == (2, "not UTF-8: byte 0xff at column 18")
+    assert problem.fix == "save the file as UTF-8"
 
 
 # --- (b) mutated valid specs ------------------------------------------------------------------
