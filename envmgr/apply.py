@@ -104,6 +104,8 @@ def apply(
                 tee(f"required probes {', '.join(required)} not run: no probe gate given "
                     "(`envmgr probe` arrives with issue 5); switching without them")
             failed = gate(generation, backend) if gate else []
+            store.record_gate(generation, list(required), failed)
+            failpoints.reach("gated")
             if failed:
                 tee(f"required probes failed: {', '.join(failed)}; generation {generation.number} "
                     "kept, current not switched")
@@ -112,6 +114,50 @@ def apply(
             failpoints.reach("switched")
             tee(f"current -> generation {generation.number}")
     return ApplyResult("applied", actions, generation, previous)
+
+
+def rollback_refusal(gen: Generation) -> str | None:
+    """Why ``gen`` must not become current again, or None. ``rollback --force`` overrides."""
+    if gen.gate == "failed":
+        failed = ", ".join(_read_failed(gen)) or "required probes"
+        return f"generation {gen.number} failed its probe gate ({failed}) and never became current"
+    if gen.gate == "interrupted":
+        return (f"generation {gen.number}'s apply was interrupted before its probe gate decided: "
+                "it never became current")
+    return _environment_missing(gen)
+
+
+def _read_failed(gen: Generation) -> list[str]:
+    try:
+        return list(json.loads((gen.path / "gate.json").read_text(encoding="utf-8")).get("failed", []))
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def _environment_missing(gen: Generation) -> str | None:
+    """The built environment is gone (a venv deleted, an image removed): None when present
+    or when that cannot be told from here (hosts of an ansible rollout, no Docker daemon)."""
+    kind, location = gen.meta.get("backend_kind"), gen.meta.get("location")
+    if not location:
+        return None
+    if kind == "venv" and not (Path(location) / "bin" / "python").exists():
+        return f"generation {gen.number}'s venv {location} is gone"
+    if kind == "docker":
+        try:
+            import docker
+
+            client = docker.from_env(timeout=10)
+            try:
+                client.images.get(location)
+            finally:
+                client.close()
+        except ImportError:
+            return None
+        except docker.errors.ImageNotFound:
+            return f"generation {gen.number}'s image {location[:19]} is no longer in the Docker engine"
+        except docker.errors.DockerException:
+            return None
+    return None
 
 
 def _is_unchanged(previous: Generation, loaded: LoadedSpec, kind: str,

@@ -15,9 +15,12 @@ about a quarter of a cold ``validate``.) Heavy modules are imported inside the c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -229,14 +232,16 @@ def cmd_apply(a: argparse.Namespace) -> int:
 
 @command(HOME, JSON)
 def cmd_generations(a: argparse.Namespace) -> int:
-    """List the generations; the current one is marked."""
+    """List the generations: the current one marked, each one's probe gate and date."""
+    import time
+
     from envmgr.state import Store
 
     store = Store(a.home)
     current = store.current()
     rows = [{"number": g.number, "current": current is not None and g.number == current.number,
              "spec": g.meta.get("spec_name"), "digest": g.meta.get("spec_digest", "")[:12],
-             "backend": g.meta.get("backend"), "completed": g.meta.get("completed")}
+             "backend": g.meta.get("backend"), "completed": g.meta.get("completed"), "gate": g.gate}
             for g in store.generations()]
     if a.json:
         _emit(rows)
@@ -244,26 +249,41 @@ def cmd_generations(a: argparse.Namespace) -> int:
     if not rows:
         print(f"no generations in {store.home}")
     for r in rows:
-        print(f"{'*' if r['current'] else ' '} {r['number']:3}  {r['spec']:20} {r['digest']}  {r['backend']}")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["completed"])) if r["completed"] else "?"
+        print(f"{'*' if r['current'] else ' '} {r['number']:3}  {str(r['spec']):20} {r['digest']}  "
+              f"gate {r['gate']:11} {when}  {r['backend']}")
     return 0
 
 
-@command(opt("--to", type=int, metavar="N", help="Generation number (default: the one before)"), HOME)
+@command(opt("--to", type=int, metavar="N", help="Generation number (default: the one before)"),
+         opt("--force", action="store_true",
+             help="Switch even to a generation that failed its probe gate, was interrupted or lost its environment"),
+         HOME)
 def cmd_rollback(a: argparse.Namespace) -> int:
-    """Make an earlier generation current again (nothing is rebuilt or deleted)."""
+    """Make an earlier generation current again (nothing is rebuilt or deleted).
+
+    Refused, unless --force, for a generation that failed its probe gate, whose apply was
+    interrupted before the gate decided, or whose environment is gone; without --to, the
+    newest earlier generation that can be used is chosen."""
+    from envmgr.apply import rollback_refusal
     from envmgr.state import Store
 
     store = Store(a.home)
-    to = a.to
     with store.locked():
         current = store.current()
-        if to is None:
+        if a.to is None:
             older = [g for g in store.generations() if current is None or g.number < current.number]
-            if not older:
-                raise UsageError("no earlier generation to roll back to",
-                                 hint="`envmgr generations` lists them")
-            to = older[-1].number
-        target = store.get(to)
+            usable = [g for g in older if a.force or rollback_refusal(g) is None]
+            if not usable:
+                why = "; ".join(filter(None, (rollback_refusal(g) for g in older)))
+                raise UsageError("no earlier generation to roll back to" + (f": {why}" if why else ""),
+                                 hint="`envmgr generations` lists them; --to N --force switches anyway")
+            target = usable[-1]
+        else:
+            target = store.get(a.to)
+            refusal = None if a.force else rollback_refusal(target)
+            if refusal:
+                raise UsageError(f"not rolling back: {refusal}", hint=f"--to {target.number} --force switches anyway")
         store.switch(target.number)
     print(f"current -> generation {target.number} ({target.meta.get('spec_name')})"
           + (f", was {current.number}" if current else ""))
@@ -429,6 +449,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stopped the way Ctrl-C stops a command (servers and probes stopped,
+    nothing half-recorded), because every cleanup path already handles KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _stop_on_signals():
+    """SIGTERM and SIGHUP raise ``Terminated`` while a command runs (then the old handlers)."""
+    if threading.current_thread() is not threading.main_thread():  # only it may set handlers
+        yield
+        return
+    old = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: envmgr errors become a message and exit 1, not a traceback."""
     argv = sys.argv[1:] if argv is None else argv
@@ -439,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
-        return args.func(args)
+        with _stop_on_signals():
+            return args.func(args)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except EnvmgrError as exc:
@@ -449,6 +497,9 @@ def main(argv: list[str] | None = None) -> int:
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
         return 1
+    except Terminated as exc:
+        print(f"stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -13,7 +13,7 @@ import signal
 # Every point, in the order an apply reaches them (the crash tests walk this list).
 POINTS = (
     "locked", "generation-created", "spec-recorded", "resolve", "resolved", "venv-created",
-    "installing", "installed", "lock-written", "committed", "switched",
+    "installing", "installed", "lock-written", "committed", "gated", "switched",
 )
 
 

@@ -5,6 +5,7 @@ Layout under ``$ENVMGR_HOME`` (default ``$XDG_STATE_HOME/envmgr`` or ``~/.local/
     lock                      flock: one apply (or rollback) at a time
     generations/N/            spec.yaml, plan.json, lock.txt, logs/, what the backend built
     generations/N/meta.json   written last, atomically: a generation without it is incomplete
+    generations/N/gate.json   the probe gate's verdict, written before ``current`` may move
     current -> generations/N  switched with an atomic rename of a new symlink
 
 Why this survives ``kill -9`` anywhere: the current generation is only ever replaced by
@@ -44,6 +45,18 @@ class Generation:
         lock = self.path / "lock.txt"
         return lock.read_text(encoding="utf-8") if lock.is_file() else ""
 
+    @property
+    def gate(self) -> str:
+        """``passed`` (or nothing required), ``failed``, ``interrupted`` (the apply died
+        between commit and gate), or ``unknown`` for generations older than gate records."""
+        record = _read_json(self.path / GATE_FILE)
+        if record is None:
+            return "interrupted" if self.meta.get("gate_recorded") else "unknown"
+        return "failed" if record.get("failed") else "passed"
+
+
+GATE_FILE = "gate.json"
+
 
 def default_home() -> Path:
     if os.environ.get("ENVMGR_HOME"):
@@ -56,9 +69,13 @@ class Store:
     """The generations of one host profile."""
 
     def __init__(self, home: Path | None = None) -> None:
-        self.home = Path(home) if home else default_home()
+        # absolute: what is recorded must not depend on where envmgr runs next time
+        self.home = Path(os.path.abspath(home if home else default_home()))
         self.generations_dir = self.home / "generations"
         self.current_link = self.home / "current"
+        if self.home.exists() and not self.home.is_dir():
+            raise StateError(f"the state directory {self.home} is not a directory",
+                             hint="point --home or ENVMGR_HOME at a directory (it is created if missing)")
 
     # --- one writer at a time ---------------------------------------------------------
 
@@ -120,9 +137,14 @@ class Store:
 
     def commit(self, path: Path, meta: dict[str, Any]) -> Generation:
         """Mark a generation complete: its meta.json appears atomically."""
-        meta = {**meta, "number": int(path.name), "completed": time.time()}
+        meta = {**meta, "number": int(path.name), "completed": time.time(), "gate_recorded": True}
         write_atomic(path / "meta.json", json.dumps(meta, indent=2, sort_keys=True))
         return Generation(int(path.name), path, meta)
+
+    def record_gate(self, generation: Generation, required: list[str], failed: list[str]) -> None:
+        """The probe gate's verdict (also when nothing was required), before any switch."""
+        write_atomic(generation.path / GATE_FILE, json.dumps(
+            {"required": required, "failed": failed, "at": time.time()}, indent=2))
 
     def switch(self, number: int) -> None:
         """Point ``current`` at generation ``number`` with one atomic rename."""
@@ -158,11 +180,15 @@ class Store:
 
 
 def _read_meta(path: Path) -> dict[str, Any] | None:
+    return _read_json(path / "meta.json")
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return meta if isinstance(meta, dict) else None
+    return data if isinstance(data, dict) else None
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -5,6 +5,7 @@ resumed after an interruption, and reported."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -149,9 +150,10 @@ def test_cli_dry_run_shows_commands_and_blocks_the_typo(setup):
     assert not (store.get(gen).path / "bench").exists()  # a dry run launches and records nothing
 
 
-def test_ctrl_c_on_the_cli_stops_the_server_and_a_rerun_resumes(setup, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_ctrl_c_or_a_signal_on_the_cli_stops_the_server_and_a_rerun_resumes(setup, tmp_path, signum):
+    """Ctrl-C, and SIGTERM/SIGHUP the same way (issue 12): server stopped, nothing recorded."""
     import os
-    import signal
     import subprocess
     import time
 
@@ -165,9 +167,9 @@ def test_ctrl_c_on_the_cli_stops_the_server_and_a_rerun_resumes(setup, tmp_path)
     while not (log.is_file() and "fired up" in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.5)  # into the load
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0
+    assert proc.returncode == (130 if signum == signal.SIGINT else 128 + signum)
     assert "run the same command again to resume" in err
     assert "Traceback" not in err
     assert read_result(log.parent) is None

@@ -57,3 +57,8 @@ def test_failing_probe_gate_keeps_the_previous_generation_current(tmp_path: Path
     assert second.status == "probes-failed" and calls == [2]
     assert store.current().number == 1  # not switched
     assert [g.number for g in store.generations()] == [1, 2]  # kept for inspection
+    assert store.get(2).gate == "failed" and store.get(1).gate == "passed"
+    from envmgr.apply import rollback_refusal
+
+    assert "failed its probe gate (toolchain_arch)" in rollback_refusal(store.get(2))
+    assert rollback_refusal(store.get(1)) is None

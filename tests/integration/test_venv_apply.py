@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -137,6 +138,50 @@ def test_apply_without_yes_and_without_terminal_refuses(tmp_path: Path, home: Pa
     refused = envmgr(home, "apply", str(spec))
     assert refused.returncode == 1 and "pass --yes" in refused.stderr
     assert Store(home).generations() == []
+
+
+def test_rollback_refuses_interrupted_and_vanished_generations(tmp_path: Path, home: Path):
+    """Issue 12: a plain rollback never makes current a generation that did not pass its gate."""
+    spec = write_spec(tmp_path / "small.yaml")
+    assert envmgr(home, "apply", str(spec), "--yes").returncode == 0  # 1: six 1.16.0
+    write_spec(spec, six="1.17.0")
+    killed = envmgr(home, "apply", str(spec), "--yes", env={"ENVMGR_FAILPOINT": "committed"})
+    assert killed.returncode == -signal.SIGKILL  # 2: complete, but its gate never ran
+    assert envmgr(home, "apply", str(spec), "--yes").returncode == 0  # 3: six 1.17.0, current
+    listing = json.loads(envmgr(home, "generations", "--json").stdout)
+    assert [(g["number"], g["gate"], g["current"]) for g in listing] == [
+        (1, "passed", False), (2, "interrupted", False), (3, "passed", True)]
+    assert "gate interrupted" in envmgr(home, "generations").stdout
+
+    back = envmgr(home, "rollback")  # skips 2
+    assert back.returncode == 0 and "current -> generation 1" in back.stdout, back.stderr
+    refused = envmgr(home, "rollback", "--to", "2")
+    assert refused.returncode == 1 and "interrupted before its probe gate" in refused.stderr
+    assert "--force" in refused.stderr and Store(home).current().number == 1
+    assert envmgr(home, "rollback", "--to", "2", "--force").returncode == 0
+    assert Store(home).current().number == 2
+
+    shutil.rmtree(Store(home).get(3).path / "venv")  # its environment deleted by hand
+    gone = envmgr(home, "rollback", "--to", "3")
+    assert gone.returncode == 1 and "venv" in gone.stderr and "is gone" in gone.stderr
+
+
+def test_a_relative_home_is_recorded_absolute(tmp_path: Path):
+    spec = write_spec(tmp_path / "small.yaml")
+    done = subprocess.run([sys.executable, "-m", "envmgr", "apply", str(spec), "--yes", "--home", "state"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    elsewhere = envmgr(tmp_path / "state", "status")  # from the test's own directory
+    assert elsewhere.returncode == 0, elsewhere.stdout + elsewhere.stderr
+    meta = json.loads((tmp_path / "state" / "generations" / "1" / "meta.json").read_text())
+    assert meta["location"].startswith(str(tmp_path))
+
+
+def test_a_home_that_is_a_file_is_a_clean_error(tmp_path: Path):
+    not_a_dir = tmp_path / "home"
+    not_a_dir.write_text("")
+    result = envmgr(not_a_dir, "generations")
+    assert result.returncode == 1 and "is not a directory" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("point", POINTS)
