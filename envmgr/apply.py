@@ -21,6 +21,7 @@ from envmgr.backends import split_url
 from envmgr.drift import Drift, compare
 from envmgr.errors import UsageError
 from envmgr.plan import Action, State, plan, state_from_spec
+from envmgr.secrets import Redactor
 from envmgr.spec.load import LoadedSpec, load_spec
 from envmgr.state import Generation, Store
 
@@ -80,10 +81,12 @@ def apply(
             return ApplyResult("declined", actions, previous=previous)
         path = store.begin()
         failpoints.reach("generation-created")
-        _record_inputs(path, loaded, actions)
+        redact = Redactor.for_spec(loaded.spec)
+        _record_inputs(path, loaded, actions, redact)
         failpoints.reach("spec-recorded")
         with open(path / "logs" / "apply.log", "a", encoding="utf-8") as log:
-            def tee(line: str) -> None:
+            def tee(line: str) -> None:  # a build tool may echo a secret: never into the log
+                line = redact.text(line)
                 log.write(f"{time.strftime('%H:%M:%S')} {line}\n")
                 log.flush()
                 progress(line)
@@ -172,9 +175,19 @@ def _is_unchanged(previous: Generation, loaded: LoadedSpec, kind: str,
         return not generation_drift(previous, built)
 
 
-def _record_inputs(path: Path, loaded: LoadedSpec, actions: Sequence[Action]) -> None:
-    merged = loaded.spec.model_dump(mode="json", exclude={"extends"}, exclude_none=True)
+def _record_inputs(path: Path, loaded: LoadedSpec, actions: Sequence[Action], redact: Redactor) -> None:
+    merged = recorded_spec(loaded.spec, redact)
     (path / "spec.yaml").write_text(
         f"# merged from {', '.join(str(p) for p in loaded.chain)}\n"
         + yaml.safe_dump(merged, sort_keys=False), encoding="utf-8")
-    (path / "plan.json").write_text(json.dumps([a.to_dict() for a in actions], indent=2), encoding="utf-8")
+    (path / "plan.json").write_text(json.dumps(redact.data([a.to_dict() for a in actions]), indent=2),
+                                    encoding="utf-8")
+
+
+def recorded_spec(spec, redact: Redactor) -> dict:
+    """The merged spec as a generation keeps it: plain data, secret values replaced."""
+    merged = spec.model_dump(mode="json", exclude={"extends"}, exclude_none=True)
+    merged["env"] = redact.env(merged.get("env", {}))
+    for config in (merged.get("benchmarks") or {}).get("configs", {}).values():
+        config["env"] = redact.env(config.get("env", {}))
+    return redact.data(merged)

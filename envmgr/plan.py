@@ -14,6 +14,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envmgr.compat.kb import default_knowledge_base
+from envmgr.secrets import REDACTED, secret_names
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin, local_cuda_tag, lowest_version, release
 
@@ -233,14 +234,21 @@ def _pin_reasons(spec: Spec) -> dict[str, str]:
 
 def _env(current: State, spec: Spec) -> list[Action]:
     want = {k: str(v) for k, v in spec.env.items()}
+    secret = secret_names(spec)
+
+    def shown(name: str, value: str | None) -> str | None:
+        return REDACTED if value is not None and (name in secret or value == REDACTED) else value
+
     actions = []
     for name, value in want.items():
         have = current.env.get(name)
         if have is None:
-            actions.append(Action("env.set", name, None, value, "set by the spec"))
+            actions.append(Action("env.set", name, None, shown(name, value), "set by the spec"))
+        elif have == REDACTED:
+            continue  # a recorded generation never keeps a secret: envmgr cannot tell it changed
         elif have != value:
-            actions.append(Action("env.change", name, have, value, "set by the spec"))
+            actions.append(Action("env.change", name, shown(name, have), shown(name, value), "set by the spec"))
     if current.managed:
         for name in sorted(set(current.env) - set(want)):
-            actions.append(Action("env.unset", name, current.env[name], None, "no longer in the spec"))
+            actions.append(Action("env.unset", name, shown(name, current.env[name]), None, "no longer in the spec"))
     return actions

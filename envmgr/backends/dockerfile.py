@@ -26,6 +26,7 @@ from typing import Any
 import jinja2
 
 from envmgr.lock import index_args
+from envmgr.secrets import secret_names
 from envmgr.spec import models
 from envmgr.spec.models import Spec
 from envmgr.toolkits import pip_cuda_prefix
@@ -170,12 +171,16 @@ def install_argv(spec: Spec, lock_path: PurePosixPath, wheelhouse: bool) -> list
 def image_env(spec: Spec) -> list[tuple[str, str]]:
     """ENV of the final image, in order: VIRTUAL_ENV, a pip toolkit's CUDA_HOME, the spec's env.
 
-    The spec's own CUDA_HOME wins over the pip toolkit's (as in the venv backend)."""
+    The spec's own CUDA_HOME wins over the pip toolkit's (as in the venv backend). Secrets
+    (``envmgr.secrets``) are never baked into a layer, where ``docker history`` and anyone
+    with the image would read them: ``envmgr bench`` gives them to the server's process at
+    run time, and the build needs none (wheelhouse mode downloads on the host)."""
     env: dict[str, str] = {"VIRTUAL_ENV": str(VENV)}
     prefix = pip_cuda_prefix(spec, VENV)
     if prefix is not None and "CUDA_HOME" not in spec.env:
         env["CUDA_HOME"] = str(prefix)
-    env.update({name: _as_text(value) for name, value in spec.env.items()})
+    secret = secret_names(spec)
+    env.update({name: _as_text(value) for name, value in spec.env.items() if name not in secret})
     return list(env.items())
 
 

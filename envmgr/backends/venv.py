@@ -99,7 +99,10 @@ class VenvBackend(Closing):
         self._install(venv, workdir / "lock.txt", progress)
         failpoints.reach("installed")
         extra = toolkit_environment(spec, venv)
-        (venv / ENV_FILE).write_text(json.dumps(extra, indent=2, sort_keys=True), encoding="utf-8")
+        # 0600: it is where the environment's secrets live (envmgr.secrets), for run and start
+        fd = os.open(venv / ENV_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(extra, indent=2, sort_keys=True))
         self.path = venv
         return Realized(backend=self.url, location=str(venv), lock=lock,
                         details={"python": str(python), "installer": self.installer})

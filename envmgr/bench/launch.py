@@ -82,7 +82,8 @@ class RunningServer:
     """A started server: wait until it is ready or dead, use it, stop it (a context manager)."""
 
     def __init__(self, backend: Starter, command: ServerCommand, log_path: Path,
-                 limits: Limits = Limits(), progress: Callable[[str], None] = lambda line: None) -> None:
+                 limits: Limits = Limits(), progress: Callable[[str], None] = lambda line: None,
+                 redact: Callable[[str], str] = lambda line: line) -> None:
         if not hasattr(backend, "start"):
             raise UsageError(f"{backend.url} cannot host a benchmark server",
                              hint="run `envmgr bench` on the host itself (local:// or venv://), or use docker://")
@@ -90,6 +91,7 @@ class RunningServer:
         self.log_path = log_path
         self.limits = limits
         self.progress = progress
+        self.redact = redact  # server.log and progress never show a secret the server prints
         self.triage = Triage()
         self._news = threading.Event()  # set by the reader: a line, a finding, or the end
         self._lock = threading.Lock()
@@ -120,6 +122,7 @@ class RunningServer:
     def _read(self) -> None:
         try:
             for line in self.service.lines():
+                line = self.redact(line)
                 self._log.write(line + "\n")
                 self._log.flush()
                 with self._lock:  # the main thread reads the same Triage

@@ -18,7 +18,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from envmgr.bench.results import CellResult, EnvInfo, LoadResult, read_result, w
 from envmgr.bench.triage import triage_file
 from envmgr.errors import UsageError
 from envmgr.lock import locked_versions
+from envmgr.secrets import Redactor
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin
 
@@ -63,6 +64,12 @@ class Cell:
     limits: Limits = Limits()
     load_timeout_s: float = 3600.0
     load_summary: str = ""
+    redact: Redactor = Redactor()  # the bench spec's secrets: never shown or recorded
+
+    @property
+    def shown_env(self) -> dict[str, str]:
+        """The server's env as it may be shown and recorded."""
+        return self.redact.env(self.command.env)
 
     @property
     def dir(self) -> Path:
@@ -152,17 +159,21 @@ def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
                          hint="add a benchmarks: section (see specs/cuda128.yaml)")
     names = list(configs) or list(bench.configs)
     limits = Limits(startup_s=bench.startup_timeout_s, stall_s=bench.stall_timeout_s)
+    redact = Redactor.for_spec(bench_spec)
+    stack_secrets = {n: str(v) for n, v in bench_spec.env.items() if n in redact.names}
     cells = []
     for env in envs:
         python = python_of(env)
         findings = env_findings(bench_spec, env)  # every config at once: one evaluation per env
         for config in names:
             command = server_command(bench, config, python)
+            # the stack's secrets reach the server through its environment (images never hold them)
+            command = replace(command, env={**stack_secrets, **command.env})
             load = load_argv(python, bench.load, command, env.sglang)
             problems = [_problem(f) for f in findings
                         if config in f.configs or (f.field.startswith("benchmarks.") and not f.configs)]
             cells.append(Cell(env, config, command, tuple(load), tuple(problems),
-                              limits, bench.load.timeout_s, _load_summary(bench.load)))
+                              limits, bench.load.timeout_s, _load_summary(bench.load), redact))
     return cells
 
 
@@ -205,7 +216,7 @@ def run_matrix(cells: Sequence[Cell], *, rerun: bool = False, limits: Limits | N
     for index, cell in enumerate(cells, 1):
         name = f"{cell.env.info.label} x {cell.config}"
         done = None if rerun else read_result(cell.dir)
-        if done is not None and done.same_run(cell.command.argv, cell.command.env, cell.load_argv):
+        if done is not None and done.same_run(cell.command.argv, cell.shown_env, cell.load_argv):
             progress(f"[{index}/{len(cells)}] {name}: done earlier ({done.summary}); --rerun repeats it")
             run.results.append(done)
             run.reused.append(name)
@@ -228,7 +239,7 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     limits = limits or cell.limits
     started = time.time()
     base = dict(env=cell.env.info, config=cell.config, argv=cell.command.argv,
-                server_env=dict(cell.command.env), load_argv=cell.load_argv, started=started)
+                server_env=cell.shown_env, load_argv=cell.load_argv, started=started)
     if cell.blocked:
         first = next(p for p in cell.problems if p["severity"] == "error")
         return CellResult(**base, outcome="skipped", summary=f"not launched: {first['id']}: {first['message']}; fix: {first['fix']}",
@@ -239,7 +250,7 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     _fresh(cell.dir)
     log = cell.dir / "server.log"
     with open_backend(cell.env.url) as backend:
-        with RunningServer(backend, cell.command, log, limits, progress) as server:
+        with RunningServer(backend, cell.command, log, limits, progress, redact=cell.redact.text) as server:
             launch = server.wait_ready()
             progress(f"  server {launch.status} after {launch.seconds:.1f} s ({launch.reason})")
             load = outcome_text = None

@@ -153,7 +153,7 @@ def render_cells(cells, out: Printer | None = None) -> None:
                  ("  would be skipped", "red") if cell.blocked else ("  would launch", "green"))
         out.indented("$ " + shlex.join(cell.command.argv), INDENT, "cyan")
         if cell.command.env:
-            out.indented("env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in cell.command.env.items()), INDENT)
+            out.indented("env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in cell.shown_env.items()), INDENT)
         out.indented("load: " + shlex.join(cell.load_argv), INDENT, "dim")
         for problem in cell.problems:
             style = {"error": "red", "warning": "yellow"}.get(problem["severity"], "dim")

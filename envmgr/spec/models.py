@@ -275,6 +275,10 @@ class Spec(Model):
     cuda: Cuda | None = None
     python: Python = Python()
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=MAX_ENV)
+    secrets: dict[EnvName, bool] = Field(
+        default_factory=dict, max_length=MAX_ENV,
+        description="Env names whose values never show (true), or that only look secret (false); "
+                    "*_TOKEN, *_KEY, *_SECRET and *PASSWORD* are secret without it")
     realize: Realize = Realize()
     probes: Probes = Probes()
     benchmarks: Benchmarks | None = None

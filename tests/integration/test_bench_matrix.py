@@ -150,6 +150,25 @@ def test_cli_dry_run_shows_commands_and_blocks_the_typo(setup):
     assert not (store.get(gen).path / "bench").exists()  # a dry run launches and records nothing
 
 
+def test_a_secret_in_the_bench_spec_is_not_recorded_and_resuming_still_works(setup, tmp_path):
+    """Issue 12: the server gets HF_TOKEN through its environment; result.json, server.log and
+    load.log never hold it, and the redacted record still counts as the same run."""
+    spec, home, store, gen, _ = setup
+    token = "hf_BeNcHsEcReT0123456789abcdefghij"
+    data = yaml.safe_load(spec.read_text())
+    data["env"] = {"HF_TOKEN": token}
+    spec.write_text(yaml.safe_dump(data))
+    cells = prepare(spec, ["baseline"], [str(gen)], home)
+    assert cells[0].command.env["HF_TOKEN"] == token  # what the server process gets
+    run = run_matrix(cells)
+    assert run.results[0].outcome == "ok", run.results[0]
+    files = [p for p in cells[0].dir.rglob("*") if p.is_file()]
+    assert files and not [p for p in files if token.encode() in p.read_bytes()]
+    assert json.loads((cells[0].dir / "result.json").read_text())["server_env"]["HF_TOKEN"] == "<redacted>"
+    again = run_matrix(prepare(spec, ["baseline"], [str(gen)], home))
+    assert again.reused == [f"{cells[0].env.info.label} x baseline"]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_ctrl_c_or_a_signal_on_the_cli_stops_the_server_and_a_rerun_resumes(setup, tmp_path, signum):
     """Ctrl-C, and SIGTERM/SIGHUP the same way (issue 12): server stopped, nothing recorded."""

@@ -166,6 +166,27 @@ def test_rollback_refuses_interrupted_and_vanished_generations(tmp_path: Path, h
     assert gone.returncode == 1 and "venv" in gone.stderr and "is gone" in gone.stderr
 
 
+def test_a_secret_is_in_no_output_and_no_recorded_file_but_the_0600_env_file(tmp_path: Path, home: Path):
+    """Issue 12: HF_TOKEN reaches the environment, and nothing else envmgr writes or prints."""
+    token = "hf_ReAlLySeCrEt0123456789abcdefghi"
+    spec = write_spec(tmp_path / "small.yaml")
+    spec.write_text(spec.read_text().replace("env:\n", f"env:\n  HF_TOKEN: {token}\n", 1))
+    done = envmgr(home, "apply", str(spec), "--yes")
+    assert done.returncode == 0, done.stderr
+    listed = envmgr(home, "apply", str(spec), "--yes", "--json")
+    assert token not in done.stdout + done.stderr + listed.stdout + listed.stderr
+    gen = Store(home).current()
+    holders = [p for p in gen.path.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    env_file = gen.path / "venv" / "envmgr-env.json"
+    assert holders == [env_file]
+    assert env_file.stat().st_mode & 0o777 == 0o600
+    assert "<redacted>" in (gen.path / "spec.yaml").read_text()
+    from envmgr.backends.venv import VenvBackend
+
+    with VenvBackend(str(gen.path / "venv")) as venv:  # the environment has it
+        assert venv.run(["python", "-c", "import os; print(os.environ['HF_TOKEN'])"]).stdout.strip() == token
+
+
 def test_a_relative_home_is_recorded_absolute(tmp_path: Path):
     spec = write_spec(tmp_path / "small.yaml")
     done = subprocess.run([sys.executable, "-m", "envmgr", "apply", str(spec), "--yes", "--home", "state"],
