@@ -165,8 +165,15 @@ def cuda_checks(spec: Spec, python: str) -> list[Check]:
 
 
 def env_checks(spec: Spec) -> list[Check]:
+    """One check per env var, secrets left out: an image never holds them, and a check
+    would print the value it expects."""
+    from envmgr.secrets import secret_names
+
+    secret = secret_names(spec)
     checks = []
     for name, value in sorted(spec.env.items()):
+        if name in secret:
+            continue
         text = str(value)  # as the planner and the image builder write it
         checks.append(Check(id=f"env:{name}", kind="env", title=f"{name}={text}",
                             expected=repr(text), subject=name, want=text))
