@@ -41,6 +41,17 @@ def opt(*names: str, **kwargs: Any) -> Opt:
     return Opt(names, kwargs)
 
 
+def positive(text: str) -> float:
+    """An argparse type: a finite number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
 SPEC = opt("spec", type=Path, metavar="SPEC", help="Spec file (YAML, apiVersion: envmgr/v1)")
 JSON = opt("--json", dest="json", action="store_true", help="Print JSON for machines")
 FACTS = opt("--facts", type=Path, metavar="FILE", help="Observed facts (from `envmgr facts --json`) instead of this host's")
@@ -319,7 +330,7 @@ def cmd_status(a: argparse.Namespace) -> int:
          opt("--spec", type=Path, metavar="SPEC", help="Spec giving the target arch and GPU count, and the predictions"),
          opt("--only", metavar="IDS", help="Comma-separated probe ids"),
          opt("--python", metavar="PY", help="Interpreter of the environment"),
-         opt("--timeout", type=float, metavar="S", help="Seconds per probe (default: each probe's own)"),
+         opt("--timeout", type=positive, metavar="S", help="Seconds per probe (default: each probe's own)"),
          HOME, JSON)
 def cmd_probe(a: argparse.Namespace) -> int:
     """Run capability probes inside an environment; each result beside the rules' prediction.
@@ -496,6 +507,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the machine said no (a full disk, a path that vanished): not a bug
+        if debug:
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print("hint: --debug shows where it happened", file=sys.stderr)
         return 1
     except Terminated as exc:
         print(f"stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)

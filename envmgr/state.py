@@ -82,8 +82,12 @@ class Store:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the store's lock; a second apply fails at once instead of interleaving."""
-        self.generations_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.home / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.generations_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.home / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StateError(f"cannot use {self.home} as the state directory: {exc.strerror}",
+                             hint="point --home or ENVMGR_HOME at a directory you can write") from exc
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
