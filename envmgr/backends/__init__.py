@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote, unquote, urlencode
 
 from envmgr.errors import UsageError
 
@@ -22,15 +22,22 @@ SCHEMES = ("local", "venv", "docker", "ansible")
 
 
 def default_url(spec: Spec) -> str:
-    """The backend a spec asks for in ``realize:``."""
+    """The backend a spec asks for in ``realize:``, built from its parts."""
     realize = spec.realize
     if realize.backend == "docker":
-        return f"docker://{realize.docker.tag or 'envmgr/' + spec.metadata.name}"
+        return make_url("docker", realize.docker.tag or f"envmgr/{spec.metadata.name}")
     if realize.backend == "venv":
-        return f"venv://{realize.venv.path}" if realize.venv.path else "venv://"
+        return make_url("venv", realize.venv.path)
     if realize.backend == "ansible":  # the backend reads the inventory from the spec, relative to it
-        return f"ansible://{realize.ansible.group}"
+        return make_url("ansible", realize.ansible.group)
     return "local://"
+
+
+def make_url(scheme: str, path: str = "", **params: str) -> str:
+    """A backend URL from parts: the path is quoted (a '?' or '#' in it stays part of it),
+    parameters are encoded; ``split_url`` gives the same parts back."""
+    query = f"?{urlencode(params)}" if params else ""
+    return f"{scheme}://{quote(path, safe='/:@')}{query}"
 
 
 def split_url(url: str) -> tuple[str, str, dict[str, str]]:
@@ -41,7 +48,7 @@ def split_url(url: str) -> tuple[str, str, dict[str, str]]:
                          hint="use local://, venv://[PATH], docker://REPOSITORY or ansible://GROUP?inventory=FILE")
     path, _, query = rest.partition("?")
     params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
-    return scheme, path, params
+    return scheme, unquote(path), params
 
 
 def open_backend(url: str) -> Backend:

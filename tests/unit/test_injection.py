@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from envmgr.backends import default_url, split_url
+from envmgr.backends import default_url, make_url, split_url
 from envmgr.backends.dockerfile import render_dockerfile
 from envmgr.bench.command import server_command
 from envmgr.bench.load import load_argv
@@ -128,3 +130,10 @@ def test_the_hostile_values_that_pass_are_the_harmless_ones(tmp_path):
     prove them inert rather than only refused."""
     passed = [v for v in HOSTILE if refused_or(tmp_path, ("env", "X"), v) is not None]
     assert "{{ lookup('pipe', 'touch /tmp/envmgr-pwned') }}" in passed and "$(touch /tmp/envmgr-pwned)" in passed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["venv", "docker", "ansible"]), st.text(max_size=40),
+       st.dictionaries(st.sampled_from(["base", "inventory", "installer"]), st.text(max_size=20), max_size=2))
+def test_a_url_built_from_parts_gives_back_exactly_those_parts(scheme, path, params):
+    assert split_url(make_url(scheme, path, **params)) == (scheme, path, params)
