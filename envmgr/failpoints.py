@@ -2,13 +2,16 @@
 
 ``ENVMGR_FAILPOINT=installing envmgr apply ...`` sends SIGKILL to the process when
 the apply reaches ``installing``: nothing runs after it (no finally, no atexit), as
-with an operator's ``kill -9`` or a power cut. Unset, ``reach`` costs one lookup.
+with an operator's ``kill -9`` or a power cut. ``ENVMGR_FAILPOINT=installing:wait``
+stops there instead, until a signal arrives (a test of SIGTERM mid-apply). Unset,
+``reach`` costs one lookup.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 
 # Every point, in the order an apply reaches them (the crash tests walk this list).
 POINTS = (
@@ -18,5 +21,10 @@ POINTS = (
 
 
 def reach(name: str) -> None:
-    if os.environ.get("ENVMGR_FAILPOINT") == name:
+    point = os.environ.get("ENVMGR_FAILPOINT")
+    if point == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    elif point == f"{name}:wait":
+        print(f"failpoint {name}: waiting for a signal", file=sys.stderr, flush=True)
+        while True:
+            signal.pause()

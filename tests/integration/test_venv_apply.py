@@ -187,6 +187,29 @@ def test_a_secret_is_in_no_output_and_no_recorded_file_but_the_0600_env_file(tmp
         assert venv.run(["python", "-c", "import os; print(os.environ['HF_TOKEN'])"]).stdout.strip() == token
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_signal_mid_install_stops_the_apply_like_ctrl_c(tmp_path: Path, home: Path, signum):
+    """Issue 12: SIGTERM/SIGHUP during apply: the installer's processes are killed, the
+    previous generation stays current, and the next apply sweeps the half-built one."""
+    spec = write_spec(tmp_path / "small.yaml")
+    assert envmgr(home, "apply", str(spec), "--yes").returncode == 0
+    write_spec(spec, six="1.17.0")
+    proc = subprocess.Popen([sys.executable, "-m", "envmgr", "apply", str(spec), "--yes", "--home", str(home)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "ENVMGR_FAILPOINT": "venv-created:wait"})
+    assert proc.stderr is not None
+    for line in proc.stderr:  # wait until it is mid-apply
+        if "failpoint venv-created: waiting" in line:
+            break
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signum and f"stopped by {signum.name}" in err and "Traceback" not in err
+    store = Store(home)
+    assert store.current().number == 1 and installed(store.current().path, "six") == "1.16.0"
+    assert envmgr(home, "apply", str(spec), "--yes").returncode == 0
+    assert store.current().number == 2 and sorted(p.name for p in store.generations_dir.iterdir()) == ["1", "2"]
+
+
 def test_a_relative_home_is_recorded_absolute(tmp_path: Path):
     spec = write_spec(tmp_path / "small.yaml")
     done = subprocess.run([sys.executable, "-m", "envmgr", "apply", str(spec), "--yes", "--home", "state"],
