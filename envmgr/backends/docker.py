@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import envmgr
+from envmgr.backends import inflight
 from envmgr.backends.base import Closing, CommandResult, Progress, Realized, checked_argv
 from envmgr.backends.dockerfile import IMAGE_REF_RE, REPOSITORY_RE, WHEELHOUSE_DIR, render_dockerfile
 from envmgr.backends.process import stream
@@ -169,7 +170,8 @@ class DockerBackend(Closing):
             )["Id"]
         try:
             self._start(api, container, args)
-            code = self._wait(api, container, args, timeout)
+            with inflight.running(lambda: api.kill(container)):
+                code = self._wait(api, container, args, timeout)
             with _translated(f"reading the output of {args[0]}"):
                 stdout = api.logs(container, stdout=True, stderr=False).decode("utf-8", "replace")
                 stderr = api.logs(container, stdout=False, stderr=True).decode("utf-8", "replace")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from envmgr.backends import inflight
 from envmgr.backends.base import Closing, CommandResult, checked_argv
 from envmgr.backends.process import start_in_group
 from envmgr.backends.service import LocalService
@@ -43,7 +44,8 @@ class LocalBackend(Closing):
         process = start_in_group(args, stderr=subprocess.PIPE, env=env)
 
         try:
-            stdout, stderr = process.communicate(timeout=timeout)
+            with inflight.running(lambda: _signal_group(process)):
+                stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             _kill_group(process)
             raise CommandTimeout(
@@ -78,11 +80,15 @@ class LocalBackend(Closing):
 
 
 
-def _kill_group(process: subprocess.Popen[str]) -> None:
+def _signal_group(process: subprocess.Popen[str]) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)  # pgid == pid: start_new_session=True
     except ProcessLookupError:
         pass  # the whole group already exited
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    _signal_group(process)
     try:
         process.communicate(timeout=_DRAIN_AFTER_KILL_S)
     except subprocess.TimeoutExpired:

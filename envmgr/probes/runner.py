@@ -12,12 +12,14 @@ import json
 import re
 import tempfile
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
+from envmgr.backends import inflight
 from envmgr.backends.base import Runner
 from envmgr.errors import BackendError, CommandTimeout, UsageError
 from envmgr.probes.contract import MARKER, STATUSES, WRAPPER
@@ -154,18 +156,29 @@ def run_probes(runner: Runner, python: str, ids: Sequence[str], args: dict[str, 
     if alone and _shares_host_files(runner):
         with tempfile.NamedTemporaryFile(prefix="envmgr-gpu-", suffix=".lock") as lock:
             turn = {"ENVMGR_GPU_LOCK": lock.name}
-            with ThreadPoolExecutor(max_workers=len(ids)) as pool:
+            with ThreadPoolExecutor(max_workers=len(ids)) as pool, _stopped_on_interrupt():
                 futures = [pool.submit(one, p) for p in free] + [pool.submit(one, p, turn) for p in alone]
                 for future in futures:
                     result = future.result()
                     results[result.probe] = result
         return [results[p] for p in ids]
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool, _stopped_on_interrupt():
         for result in pool.map(one, free):
             results[result.probe] = result
     for probe_id in alone:
         results[probe_id] = one(probe_id)
     return [results[p] for p in ids]
+
+
+@contextmanager
+def _stopped_on_interrupt() -> Iterator[None]:
+    """Ctrl-C or SIGTERM while worker threads wait on probes: kill those probes, so the pool's
+    shutdown (which runs right after this) does not wait for each one to finish."""
+    try:
+        yield
+    except BaseException:
+        inflight.kill_all()
+        raise
 
 
 def _shares_host_files(runner: Runner) -> bool:

@@ -69,6 +69,39 @@ def test_a_hanging_probe_is_killed_with_its_children_and_the_others_complete(mon
     assert left.stdout == "", f"processes left behind: {left.stdout}"
 
 
+@pytest.mark.parametrize("exclusive", [False, True], ids=["parallel", "gpu-turns"])
+def test_sigterm_while_probes_run_stops_them_all_at_once(monkeypatch, exclusive):
+    """Issue 12: SIGTERM (as the CLI turns it into an interrupt) reaches only the main thread;
+    the probes its worker threads wait on are killed at once, not waited for."""
+    import os
+    import signal
+    import threading
+
+    from envmgr.cli import Terminated, _terminate
+
+    marker = f"envmgr-term-{uuid.uuid4().hex}"
+    body = ("import subprocess, time\n"
+            "def probe(args):\n"
+            f"    subprocess.Popen(['sh', '-c', 'sleep 300; echo {marker}'])\n"
+            "    time.sleep(300)\n")
+    add_probe(monkeypatch, "slow_a", body, timeout=300, exclusive=exclusive)
+    add_probe(monkeypatch, "slow_b", body, timeout=300)
+    old = signal.signal(signal.SIGTERM, _terminate)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    started = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(Terminated):
+            run_probes(LocalBackend(), sys.executable, ["slow_a", "slow_b"], {})
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, old)
+    assert time.monotonic() - started < 10
+    time.sleep(0.2)
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.stdout == "", f"processes left behind: {left.stdout}"
+
+
 TIMED = ("import fcntl, os, time\n"
          "def probe(args):\n"
          "    lock = os.environ.get('ENVMGR_GPU_LOCK')\n"
