@@ -127,6 +127,7 @@ def test_check_mode_reports_changes_before_the_first_run(fleet, progress_lines):
     for host in report.hosts.values():
         assert any("create the venv" in task for task in host.changed_tasks), host.changed_tasks
         assert any("pin the driver to branch 580" in task for task in host.changed_tasks)
+        assert any("Pin: version 580.95.05-*" in str(d.get("after")) for d in host.diffs), host.diffs
     # nothing was changed by check mode
     assert sh(fleet["containers"][0], "ls /opt/envmgr 2>&1") .endswith("No such file or directory")
 
@@ -157,11 +158,18 @@ def test_first_run_provisions_every_host(fleet, tmp_path):
     results = backend.run_all(["/usr/local/cuda/bin/nvcc", "--version"])
     assert list(results) == fleet["names"]
     assert all("release 13.0" in r.stdout for r in results.values())
+    lock_file = tmp_path / "gen1" / "ansible" / "files" / "python" / "lock.clean.txt"
     for container in fleet["containers"]:
         assert sh(container, "readlink /usr/local/cuda") == "/etc/alternatives/cuda"
         assert sh(container, f"readlink {CURRENT_ENV}") == realized.location
         pin = sh(container, "cat /etc/apt/preferences.d/envmgr-nvidia-driver")
         assert "Pin: version 580.95.05-*" in pin
+        # the small files (envmgr_file): the lock as the controller has it, byte for byte, 0644
+        env_id = realized.details["env_id"]
+        code, lock = container.exec_run(["cat", f"/opt/envmgr/locks/{env_id}.txt"])
+        assert code == 0 and lock == lock_file.read_bytes()
+        assert sh(container, f"stat -c %a /opt/envmgr/locks/{env_id}.txt /etc/apt/preferences.d/envmgr-nvidia-driver"
+                             f" {realized.location}/.envmgr-complete").split() == ["644"] * 3
 
 
 def test_second_run_changes_nothing(fleet, tmp_path):
