@@ -1,4 +1,4 @@
-"""``ansible://GROUP?inventory=FILE[&apt=online|offline&host_kind=auto|container|host&reboot=1]``:
+"""``ansible://GROUP?inventory=FILE[&apt=online|offline&host_kind=auto|container|host&reboot=1&probe=changed|always]``:
 hosts provisioned by Ansible, driven through ansible-runner's Python API.
 
 ``realize`` prepares everything on the controller inside the new generation's directory
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from envmgr.spec.load import LoadedSpec
     from envmgr.spec.models import Spec, Toolkit
 
-EXTRAVARS_CONTRACT = 1  # bump when the shape of the `envmgr` extra variable changes
+EXTRAVARS_CONTRACT = 2  # bump when the shape of the `envmgr` extra variable changes (2: probe.key, probe.when)
 REMOTE_ROOT = "/opt/envmgr"
 CURRENT_ENV = f"{REMOTE_ROOT}/current-env"
 DATA_DIR = "ansible"  # under the generation's workdir
@@ -57,6 +57,7 @@ COMPLETE_MARKER = ".envmgr-complete"
 ENOENT = 2
 GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 HOST_KINDS = ("auto", "container", "host")
+PROBE_WHEN = ("changed", "always")
 TAIL_CHARS = 400
 # What run() puts in a command's environment before the spec's env: the current env's
 # bin first (like an activated venv), then the selected toolkit's, then Debian's default.
@@ -100,6 +101,7 @@ class AnsibleTarget:
     apt_online: bool = True  # apt=offline: NVIDIA's repository and the mirror cannot be reached
     host_kind: str = "auto"  # auto: detect containers from the target's virtualization facts
     reboot: bool = True  # reboot a host whose loaded kernel module is not the installed driver
+    probe: str = "changed"  # changed: probe an environment once (its record is reused); always: every run
 
 
 def parse_ansible_url(url: str) -> AnsibleTarget:
@@ -109,10 +111,11 @@ def parse_ansible_url(url: str) -> AnsibleTarget:
     scheme, group, params = split_url(url)
     if scheme != "ansible":
         raise UsageError(f"not an ansible:// URL: {url!r}")
-    unknown = sorted(set(params) - {"inventory", "apt", "host_kind", "reboot"})
+    unknown = sorted(set(params) - {"inventory", "apt", "host_kind", "reboot", "probe"})
     if unknown:
         raise UsageError(f"{url}: unknown parameter(s) {unknown}",
-                         hint="ansible:// takes inventory=, apt=online|offline, host_kind=auto|container|host, reboot=0|1")
+                         hint="ansible:// takes inventory=, apt=online|offline, host_kind=auto|container|host, "
+                              "reboot=0|1, probe=changed|always")
     if group and not GROUP_RE.fullmatch(group):
         raise UsageError(f"{url}: {group!r} is not an inventory group name",
                          hint="letters, digits, '_', '-', '.'; like gpu_hosts or all")
@@ -125,7 +128,11 @@ def parse_ansible_url(url: str) -> AnsibleTarget:
     reboot = params.get("reboot", "1")
     if reboot not in ("0", "1"):
         raise UsageError(f"{url}: reboot={reboot!r}", hint="use reboot=1 or reboot=0")
-    return AnsibleTarget(group, params.get("inventory", ""), apt == "online", host_kind, reboot == "1")
+    probe = params.get("probe", "changed")
+    if probe not in PROBE_WHEN:
+        raise UsageError(f"{url}: probe={probe!r}",
+                         hint="use probe=changed (probe a new environment once) or probe=always (on every run)")
+    return AnsibleTarget(group, params.get("inventory", ""), apt == "online", host_kind, reboot == "1", probe)
 
 
 # --- extravars (pure) ---------------------------------------------------------------------
@@ -229,7 +236,7 @@ def render_extravars(spec: Spec, spec_digest: str, target: AnsibleTarget, group:
                      probes: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The one extra variable the playbooks read (plain data; contract in playbooks/README.md)."""
     options = spec.realize.ansible
-    return {
+    extravars = {
         "envmgr_group": group,
         "envmgr": {
             "contract": EXTRAVARS_CONTRACT,
@@ -246,9 +253,32 @@ def render_extravars(spec: Spec, spec_digest: str, target: AnsibleTarget, group:
                 "lock_src": str(python_lock.lock_file), "wheels_src": str(python_lock.wheels_dir),
             },
             "env": {name: _env_text(value) for name, value in spec.env.items()},
-            "probe": probes or {"scripts_src": "", "ids": [], "args": {}},
+            "probe": {**(probes or {"scripts_src": "", "ids": [], "args": {}, "digest": ""}), "when": target.probe},
         },
     }
+    extravars["envmgr"]["probe"]["key"] = probe_key(extravars["envmgr"])
+    return extravars
+
+
+def probe_key(envmgr: Mapping[str, Any]) -> str:
+    """The digest of what the probes' results depend on: the Python lock and its venv, the
+    toolkits (locks, prefixes, the selected one), the driver choice, the spec's env, and the
+    probe sources and arguments. Controller paths (``*_src``, different for every generation)
+    and how the rollout runs (reboot, serial, apt) are left out: a re-provision of the same
+    environment has the same key, and the host's record of it is reused (envmgr_probe role)."""
+    def data(entry: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in entry.items() if not k.endswith("_src")}
+
+    probe = envmgr["probe"]
+    driver = envmgr["driver"]
+    basis = {
+        "python": data(envmgr["python"]),
+        "toolkits": [data(t) for t in envmgr["toolkits"]],
+        "driver": {k: v for k, v in driver.items() if k != "reboot"} if driver else None,
+        "env": envmgr["env"],
+        "probe": {"ids": probe.get("ids", []), "args": probe.get("args", {}), "digest": probe.get("digest", "")},
+    }
+    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()
 
 
 def _env_text(value: object) -> str:
@@ -288,6 +318,7 @@ class RunReport:
     hosts: dict[str, HostResult]
     artifacts: str = ""
     probe: dict[str, list] = field(default_factory=dict)  # host -> its probe results
+    probe_reused: list[str] = field(default_factory=list)  # hosts whose results are their record's
 
     @property
     def failed_hosts(self) -> list[HostResult]:
@@ -300,7 +331,8 @@ class RunReport:
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "rc": self.rc, "artifacts": self.artifacts,
                 "hosts": {name: h.to_dict() for name, h in self.hosts.items()},
-                "probe": sorted(self.probe)}  # hosts whose probe results are in ansible/probe/
+                "probe": sorted(self.probe),  # hosts whose probe results are in ansible/probe/
+                "probe_reused": sorted(self.probe_reused)}  # ... read from the host's record, not run
 
     def changes_text(self) -> str:
         """For ``envmgr plan --backend ansible://``: each host and the tasks that would change."""
@@ -418,37 +450,113 @@ def host_results(events: Iterable[Mapping[str, Any]], hosts: Sequence[str]) -> d
 
 
 PROBE_TASK = "envmgr_probe : probe | run the probes with the environment's interpreter"
+PROBE_RECORD_TASK = "envmgr_probe : probe | results recorded for this environment"
+PROBE_DRIVER_FILE = "run_probes.py"  # envmgr/probes/driver.py, in the role's scripts_src
+PROBE_BATCH_FILE = "probes.json"  # the driver's stdin
 
 
 def prepare_probes(spec: Spec, where: Path) -> dict[str, Any]:
-    """The default probes, assembled as the runner sends them, as files the role copies
-    to every host and runs with the new environment's interpreter (no envmgr there)."""
-    from envmgr.probes.runner import script_source, select
+    """The default probes, assembled as the runner sends them (``<id>.py``), and the batch
+    the role sends on every host in one round trip: envmgr's probe driver runs each as
+    ``python -c SOURCE ARGS`` with the new environment's interpreter (no envmgr there),
+    with the runner's timeout and environment. ``digest`` covers driver and batch."""
+    from importlib import resources
+
+    from envmgr.probes.runner import PROBE_ENV, PROBES, script_source, select
     from envmgr.probes.session import probe_args
 
     where.mkdir(parents=True, exist_ok=True)
     ids = select(None)
+    spec_args = probe_args(spec)
+    args = {p: spec_args.get(p, {}) for p in ids}
+    probes = []
     for probe_id in ids:
-        (where / f"{probe_id}.py").write_text(script_source(probe_id), encoding="utf-8")
-    args = probe_args(spec)
-    return {"scripts_src": str(where), "ids": ids, "args": {p: args.get(p, {}) for p in ids}}
+        source = script_source(probe_id)
+        (where / f"{probe_id}.py").write_text(source, encoding="utf-8")
+        probes.append({"id": probe_id, "source": source, "args": args[probe_id],
+                       "timeout_s": PROBES[probe_id].timeout_s})
+    batch = json.dumps({"env": PROBE_ENV, "probes": probes}, sort_keys=True)
+    driver = resources.files("envmgr.probes").joinpath("driver.py").read_text(encoding="utf-8")
+    (where / PROBE_BATCH_FILE).write_text(batch, encoding="utf-8")
+    (where / PROBE_DRIVER_FILE).write_text(driver, encoding="utf-8")
+    digest = hashlib.sha256(f"{driver}\0{batch}".encode()).hexdigest()
+    return {"scripts_src": str(where), "ids": ids, "args": args, "digest": digest}
 
 
-def probe_outputs(events: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """``{host: [probe result, ...]}`` from the envmgr_probe role's loop over the probes."""
+def probe_outputs(events: Iterable[Mapping[str, Any]], key: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """``{host: [probe result, ...]}`` from the envmgr_probe role's loop over the probes, or,
+    where they did not run, from the host's record of this environment (its ``key``)."""
+    return _probe_outputs(events, key)[0]
+
+
+def _probe_outputs(events: Iterable[Mapping[str, Any]], key: str | None) -> tuple[dict[str, list], list[str]]:
+    """The outputs and the hosts whose outputs are their record's (not run in this run)."""
     from envmgr.probes.runner import parse_output
 
     outputs: dict[str, list[dict[str, Any]]] = {}
+    reused: set[str] = set()
     for event in events:
         data = event.get("event_data") or {}
-        if event.get("event") != "runner_on_ok" or task_name(data) != PROBE_TASK:
+        if event.get("event") != "runner_on_ok":
             continue
-        runs = (data.get("res") or {}).get("results") or []
-        outputs[str(data.get("host"))] = [
-            parse_output(str(run.get("item")), str(run.get("stdout") or ""), str(run.get("stderr") or ""),
-                         int(run.get("rc") if run.get("rc") is not None else -1)).to_dict()
-            for run in runs]
-    return outputs
+        host, task = str(data.get("host")), task_name(data)
+        res = data.get("res") or {}
+        if task == PROBE_TASK:
+            outputs[host] = [probe_result(run).to_dict() for run in driver_runs(res)]
+            reused.discard(host)
+        elif task == PROBE_RECORD_TASK and key:
+            runs = recorded_runs(res.get("content"), key)
+            if runs is not None:
+                outputs[host] = [probe_result(run).to_dict() for run in runs]
+                reused.add(host)
+    return outputs, sorted(reused)
+
+
+def driver_runs(res: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The runs the probe driver printed (envmgr/probes/driver.py); when it did not get to
+    print them (no interpreter, a crash), one ``error`` run saying why."""
+    try:
+        runs = json.loads(str(res.get("stdout") or ""))
+        if isinstance(runs, list) and all(isinstance(run, dict) for run in runs):
+            return runs
+    except ValueError:
+        pass
+    return [{"probe": "probe driver", "rc": res.get("rc"), "stdout": "",
+             "stderr": str(res.get("stderr") or res.get("msg") or "")}]
+
+
+def probe_result(run: Mapping[str, Any]):
+    """A driver run -> the runner's ProbeResult (the same words for a timeout as the runner)."""
+    from envmgr.probes.runner import ProbeResult, parse_output
+
+    probe = str(run.get("probe"))
+    wall = float(run.get("wall_s") or 0.0)
+    if run.get("timed_out"):
+        limit = float(run.get("timeout_s") or wall)
+        return ProbeResult(probe, "error", f"timed out after {limit:g}s; its processes were killed", wall_s=wall)
+    rc = run.get("rc")
+    result = parse_output(probe, str(run.get("stdout") or ""), str(run.get("stderr") or ""),
+                          int(rc) if isinstance(rc, int) else -1)
+    result.wall_s = wall
+    return result
+
+
+def recorded_runs(content: object, key: str) -> list[dict[str, Any]] | None:
+    """The runs in a host's probe record (slurp's base64), or None when there is none, it
+    does not parse, or it is another environment's (another ``key``)."""
+    import base64
+    import binascii
+
+    if not isinstance(content, str) or not content:
+        return None
+    try:
+        record = json.loads(base64.b64decode(content))
+        runs = record["runs"] if record.get("key") == key else None
+    except (binascii.Error, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+        return None
+    return runs
 
 
 def save_probe_outputs(report: RunReport, where: Path) -> list[str]:
@@ -525,6 +633,8 @@ class AnsibleBackend(Closing):
             params.append(f"host_kind={self.target.host_kind}")
         if not self.target.reboot:
             params.append("reboot=0")
+        if self.target.probe != "changed":
+            params.append(f"probe={self.target.probe}")
         return f"ansible://{group}?{'&'.join(params)}"
 
     # --- provisioning -------------------------------------------------------------------
@@ -748,8 +858,9 @@ def run_playbook(data: Path, playbook: str, inventory: Path, extravars: Mapping[
 
     runner = _run_runner(data, playbook, inventory, extravars, on_event, ident=ident, check=check)
     artifacts = str(data / "artifacts" / ident)
+    probe, reused = _probe_outputs(events, ((extravars.get("envmgr") or {}).get("probe") or {}).get("key"))
     report = RunReport(status=str(runner.status), rc=int(runner.rc if runner.rc is not None else -1),
-                       hosts=host_results(events, hosts), artifacts=artifacts, probe=probe_outputs(events))
+                       hosts=host_results(events, hosts), artifacts=artifacts, probe=probe, probe_reused=reused)
     if runner.status not in ("successful", "failed"):
         tail = _stdout_tail(runner)
         raise BackendError(f"ansible-playbook {playbook} ended {runner.status} (rc {runner.rc}): {tail}",

@@ -2,10 +2,16 @@
 community.docker.docker connection, i.e. `docker exec`), through real ansible-runner.
 
 One module-scoped fleet goes through the rollout story in order: check mode sees changes,
-the first run provisions every host, a second run changes nothing, check mode then sees
-nothing; testinfra verifies every host; an upgrade with one broken host stops the rollout
-there (serial 1, max_fail_percentage 0) and a re-run after the repair converges.
+the first run provisions every host, a second run changes nothing (and reuses each host's
+probe results instead of probing again), check mode then sees nothing; testinfra verifies
+every host; an upgrade with one broken host stops the rollout there (serial 1,
+max_fail_percentage 0) and a re-run after the repair converges.
 The hosts have no network: the wheels come from the controller (downloaded here, cached).
+
+Time goes into round trips to the containers (each module run is a `docker exec` of a
+Python with Ansible's module code, about 0.3 s of CPU here), so the runs that do not need
+an order run the three hosts in one batch (serial 3); only the rollout test runs serial 1,
+and with a Python-only spec: the driver and toolkit roles are proven by the runs before it.
 """
 
 from __future__ import annotations
@@ -20,13 +26,16 @@ import pytest
 
 from envmgr.spec import load_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 pytest.importorskip("ansible_runner", reason="ansible-runner is not installed")
 pytest.importorskip("ansible", reason="ansible-core is not installed (pip install ansible)")
 pytest.importorskip("testinfra", reason="pytest-testinfra is not installed")
 
 from envmgr.backends.ansible import CURRENT_ENV, AnsibleBackend, RolloutFailed  # noqa: E402
+from envmgr.probes.runner import select  # noqa: E402
+
+PROBE_IDS = select(None)  # the default probes, the ones envmgr_probe runs
 
 HOSTS = 3
 PYTHON = f"{CURRENT_ENV}/bin/python"
@@ -38,16 +47,20 @@ SPEC = """\
 apiVersion: envmgr/v1
 metadata: {{name: fleet-demo}}
 hardware: {{gpu: {{arch: sm_90}}}}
-driver: {{version: "580.95.05"}}
-cuda:
-  toolkits: [{{version: "13.0", source: pip}}]
-python:
+{stack}python:
   version: "3.11"
   packages: {{packaging: "{packaging}"}}
 realize:
   backend: ansible
-  ansible: {{serial: 1, max_fail_percentage: 0}}
+  ansible: {{serial: {serial}, max_fail_percentage: 0}}
 """
+# The whole stack: the driver pin and a real CUDA 13.0 toolkit from pip wheels.
+FULL_STACK = """\
+driver: {version: "580.95.05"}
+cuda:
+  toolkits: [{version: "13.0", source: pip}]
+"""
+PROBES_REUSED = "skipped: running the probes, because they already ran on this environment"
 
 
 def collection_present(name: str) -> bool:
@@ -85,14 +98,16 @@ def fleet(docker_client, base_image, tmp_path_factory):
             container.remove(force=True)
 
 
-def spec_file(where: Path, packaging: str) -> Path:
-    path = where / f"fleet-{packaging}.yaml"
-    path.write_text(SPEC.format(packaging=packaging), encoding="utf-8")
+def spec_file(where: Path, packaging: str = "24.2", *, serial: int = HOSTS, full: bool = True) -> Path:
+    """The fleet's spec; serial HOSTS (one batch) unless a test needs the rollout's order."""
+    path = where / f"fleet-{packaging}-serial{serial}{'' if full else '-python'}.yaml"
+    path.write_text(SPEC.format(packaging=packaging, serial=serial, stack=FULL_STACK if full else ""),
+                    encoding="utf-8")
     return path
 
 
-def backend_for(fleet) -> AnsibleBackend:
-    return AnsibleBackend(f"ansible://all?inventory={fleet['inventory']}&apt=offline")
+def backend_for(fleet, params: str = "") -> AnsibleBackend:
+    return AnsibleBackend(f"ansible://all?inventory={fleet['inventory']}&apt=offline{params}")
 
 
 def sh(container, command: str) -> str:
@@ -106,18 +121,19 @@ def progress_lines():
 
 
 def test_check_mode_reports_changes_before_the_first_run(fleet, progress_lines):
-    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    loaded = load_spec(spec_file(fleet["dir"]))
     report = backend_for(fleet).check(loaded, progress_lines.append)
     assert [h.host for h in report.changed_hosts] == fleet["names"]
     for host in report.hosts.values():
         assert any("create the venv" in task for task in host.changed_tasks), host.changed_tasks
         assert any("pin the driver to branch 580" in task for task in host.changed_tasks)
+        assert any("Pin: version 580.95.05-*" in str(d.get("after")) for d in host.diffs), host.diffs
     # nothing was changed by check mode
     assert sh(fleet["containers"][0], "ls /opt/envmgr 2>&1") .endswith("No such file or directory")
 
 
 def test_first_run_provisions_every_host(fleet, tmp_path):
-    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    loaded = load_spec(spec_file(fleet["dir"]))
     lines: list[str] = []
     backend = backend_for(fleet)
     realized = backend.realize(loaded, [], lines.append, tmp_path / "gen1")
@@ -130,32 +146,49 @@ def test_first_run_provisions_every_host(fleet, tmp_path):
     # envmgr_probe ran every default probe on every host with the new env's interpreter
     probe = tmp_path / "gen1" / "ansible" / "probe"
     assert sorted(p.name for p in probe.iterdir()) == sorted(f"{n}.probes.json" for n in fleet["names"])
-    results = {r["probe"]: r for r in json.loads((probe / f"{fleet['names'][0]}.probes.json").read_text())}
-    assert results["toolchain_arch"]["status"] == "pass", results["toolchain_arch"]  # the pip nvcc 13.0
-    assert results["gpu"]["status"] == "skip" and results["gpu"]["summary"]  # no GPU in a container
+    assert realized.details["probe_reused"] == []  # a new environment: probed, not read back
+    for name in fleet["names"]:
+        results = {r["probe"]: r for r in json.loads((probe / f"{name}.probes.json").read_text())}
+        assert set(results) == set(PROBE_IDS)
+        assert results["toolchain_arch"]["status"] == "pass", results["toolchain_arch"]  # the pip nvcc 13.0
+        assert results["gpu"]["status"] == "skip" and results["gpu"]["summary"]  # no GPU in a container
     # artifacts stay in the generation
     assert (tmp_path / "gen1" / "ansible" / "artifacts" / "apply" / "job_events").is_dir()
     # the toolkit is real: nvcc 13.0 through /usr/local/cuda (alternatives), on every host
     results = backend.run_all(["/usr/local/cuda/bin/nvcc", "--version"])
     assert list(results) == fleet["names"]
     assert all("release 13.0" in r.stdout for r in results.values())
+    lock_file = tmp_path / "gen1" / "ansible" / "files" / "python" / "lock.clean.txt"
     for container in fleet["containers"]:
         assert sh(container, "readlink /usr/local/cuda") == "/etc/alternatives/cuda"
         assert sh(container, f"readlink {CURRENT_ENV}") == realized.location
         pin = sh(container, "cat /etc/apt/preferences.d/envmgr-nvidia-driver")
         assert "Pin: version 580.95.05-*" in pin
+        # the small files (envmgr_file): the lock as the controller has it, byte for byte, 0644
+        env_id = realized.details["env_id"]
+        code, lock = container.exec_run(["cat", f"/opt/envmgr/locks/{env_id}.txt"])
+        assert code == 0 and lock == lock_file.read_bytes()
+        assert sh(container, f"stat -c %a /opt/envmgr/locks/{env_id}.txt /etc/apt/preferences.d/envmgr-nvidia-driver"
+                             f" {realized.location}/.envmgr-complete").split() == ["644"] * 3
 
 
 def test_second_run_changes_nothing(fleet, tmp_path):
-    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    loaded = load_spec(spec_file(fleet["dir"]))
     realized = backend_for(fleet).realize(loaded, [], lambda line: None, tmp_path / "gen2")
     for name in fleet["names"]:
         host = realized.details["hosts"][name]
         assert (host["state"], host["changed"], host["changed_tasks"]) == ("ok", 0, []), host
+        # the environment is the one probed in the first run: its record is read, nothing runs
+        assert any(reason.startswith(PROBES_REUSED) for reason in host["skip_reasons"]), host["skip_reasons"]
+    assert realized.details["probe_reused"] == sorted(fleet["names"])
+    for name in fleet["names"]:  # ... and the generation still has every host's results
+        results = {r["probe"]: r for r in json.loads(
+            (tmp_path / "gen2" / "ansible" / "probe" / f"{name}.probes.json").read_text())}
+        assert set(results) == set(PROBE_IDS) and results["toolchain_arch"]["status"] == "pass"
 
 
 def test_check_mode_reports_nothing_after(fleet):
-    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    loaded = load_spec(spec_file(fleet["dir"]))
     report = backend_for(fleet).check(loaded, lambda line: None)
     assert report.changed_hosts == []
     assert all(h.state == "ok" for h in report.hosts.values())
@@ -164,7 +197,7 @@ def test_check_mode_reports_nothing_after(fleet):
 def test_verify_passes_on_every_host(fleet):
     from envmgr.verify import verify
 
-    loaded = load_spec(spec_file(fleet["dir"], "24.2"))
+    loaded = load_spec(spec_file(fleet["dir"]))
     url = f"ansible://all?ansible_inventory={fleet['inventory']}"
     results = verify(loaded.spec, [url], python=PYTHON)
     assert {r.host.partition("://")[2] for r in results} == set(fleet["names"])
@@ -177,7 +210,9 @@ def test_verify_passes_on_every_host(fleet):
 def test_broken_host_stops_the_rollout_and_a_rerun_converges(fleet, tmp_path):
     h1, h2, h3 = fleet["containers"]
     old_env = sh(h1, f"readlink {CURRENT_ENV}")
-    loaded = load_spec(spec_file(fleet["dir"], "24.1"))
+    # Rolling, one host per batch; only the Python environment changes (the hosts keep
+    # the driver pin and toolkit of the first run: the roles never remove them).
+    loaded = load_spec(spec_file(fleet["dir"], "24.1", serial=1, full=False))
     backend = backend_for(fleet)
     assert sh(h2, f"mv {VENV_MODULE} {VENV_MODULE}.off && echo moved") == "moved"
     try:
@@ -188,6 +223,7 @@ def test_broken_host_stops_the_rollout_and_a_rerun_converges(fleet, tmp_path):
     report = caught.value.report
     first, broken, after = (report.hosts[name] for name in fleet["names"])
     assert (first.state, broken.state, after.state) == ("changed", "failed", "not run")
+    assert sorted(report.probe) == [fleet["names"][0]] and report.probe_reused == []  # a new env: probed
     assert broken.failed_task == BROKEN_TASK
     assert "No module named venv" in broken.message
     assert fleet["names"][1] in str(caught.value) and BROKEN_TASK in str(caught.value)
@@ -199,8 +235,11 @@ def test_broken_host_stops_the_rollout_and_a_rerun_converges(fleet, tmp_path):
     assert sh(h3, f"readlink {CURRENT_ENV}") == old_env
     assert sh(h3, f"test -e {new_env} && echo exists || echo absent") == "absent"
 
-    # repaired: the same apply converges, and the host done before changes nothing
-    realized = backend.realize(loaded, [], lambda line: None, tmp_path / "gen4")
+    # repaired: the same apply converges, and the host done before changes nothing; asked to
+    # (probe=always), every host probes again, and probing still changes nothing on h1
+    realized = backend_for(fleet, "&probe=always").realize(loaded, [], lambda line: None, tmp_path / "gen4")
     hosts = realized.details["hosts"]
     assert [hosts[name]["state"] for name in fleet["names"]] == ["ok", "changed", "changed"]
+    assert hosts[fleet["names"][0]]["changed"] == 0
     assert all(sh(c, f"readlink {CURRENT_ENV}") == new_env for c in fleet["containers"])
+    assert realized.details["probe"] == sorted(fleet["names"]) and realized.details["probe_reused"] == []

@@ -5,6 +5,7 @@ teardown that leaves no container behind."""
 from __future__ import annotations
 
 import io
+import secrets
 import socket
 import tarfile
 from pathlib import Path
@@ -18,12 +19,11 @@ from envmgr.bench.launch import Limits, RunningServer
 pytestmark = pytest.mark.integration
 
 DOUBLE = Path(__file__).resolve().parents[1] / "doubles" / "sglang_double"
-TAG = "envmgr-test/sglang-double:latest"
-
-
 @pytest.fixture(scope="module")
-def double_image(docker_client, base_image) -> str:
-    """The base image plus the double's package on PYTHONPATH (built through the real daemon)."""
+def double_image(docker_client, base_image, built_images) -> str:
+    """The base image plus the double's package on PYTHONPATH (built through the real daemon),
+    under a tag of its own; removed with its build steps when the module is done."""
+    tag = built_images.add(f"envmgr-test/sglang-double:{secrets.token_hex(4)}")
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
         # The venv where envmgr's images keep the environment (DockerBackend.python).
@@ -36,8 +36,8 @@ def double_image(docker_client, base_image) -> str:
         tar.add(DOUBLE, arcname="sglang_double",
                 filter=lambda t: None if "__pycache__" in t.name else t)
     context.seek(0)
-    docker_client.images.build(fileobj=context, custom_context=True, tag=TAG, rm=True)
-    return TAG
+    docker_client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True)
+    return tag
 
 
 def free_port() -> int:

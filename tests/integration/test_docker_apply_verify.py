@@ -38,12 +38,9 @@ def envmgr(home: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def repository(docker_client):
-    repo = f"envmgr-test/apply-{uuid.uuid4().hex[:8]}"
-    yield repo
-    for image in docker_client.images.list(name=repo):
-        for tag in image.tags:
-            docker_client.images.remove(tag, force=True)
+def repository(built_images):
+    """Removed at the end of the module with the parents and build stages its builds made."""
+    return built_images.add_repository(f"envmgr-test/apply-{uuid.uuid4().hex[:8]}")
 
 
 def test_apply_generations_and_verify_in_a_container(tmp_path, docker_client, base_image, repository):

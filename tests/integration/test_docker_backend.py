@@ -29,7 +29,6 @@ SHELL_PAYLOAD = '$(touch /tmp/pwned); echo "x"'
 # A newline cannot be carried by a Dockerfile: it must arrive as the two characters '\n'.
 DESCRIPTION_PAYLOAD = 'line one\nRUN ["touch", "/tmp/pwned"]'
 CU13 = "/opt/envmgr/venv/lib/python3.11/site-packages/nvidia/cu13"
-BUILD_STAGE_FILTER = {"dangling": True, "label": "=".join(BUILD_STAGE_LABEL)}
 
 
 def write_spec(directory: Path, six: str, python: str = "3.11") -> Path:
@@ -72,18 +71,10 @@ def realize(url: str, spec_path: Path, workdir: Path) -> Build:
 
 
 @pytest.fixture(scope="module")
-def repository(docker_client):
-    name = f"envmgr-test/backend-{secrets.token_hex(4)}"
-    api = docker_client.api
-    stages_before = set(api.images(all=True, quiet=True, filters=BUILD_STAGE_FILTER))
-    yield name
-    for image in api.images(name=name):
-        api.remove_image(image["Id"], force=True)
-    for leaf in set(api.images(quiet=True, filters=BUILD_STAGE_FILTER)) - stages_before:
-        try:
-            api.remove_image(leaf)  # only build-stage cache that this module's builds left
-        except Exception:  # noqa: BLE001 - shared by a concurrent build: leave it
-            pass
+def repository(built_images):
+    """This module's repository: its images, the parents their builds made and the build
+    stages they left are removed at the end (conftest.BuiltImages)."""
+    return built_images.add_repository(f"envmgr-test/backend-{secrets.token_hex(4)}")
 
 
 @pytest.fixture(scope="module")

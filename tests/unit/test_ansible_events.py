@@ -155,24 +155,68 @@ def test_command_on_an_unreachable_or_silent_host():
         command_results([ok("a", {"rc": 0})], ["a", "b"], ["true"], 0.1)
 
 
-def test_probe_results_are_taken_from_the_loop_result(tmp_path):
+def probe_events(role_task: str, host: str, res: dict, kind: str = "runner_on_ok") -> dict:
+    role, _, task = role_task.partition(" : ")
+    return {"event": kind, "event_data": {"host": host, "role": role, "task": task, "res": res}}
+
+
+def test_probe_results_are_taken_from_the_drivers_output(tmp_path):
     from envmgr.backends.ansible import PROBE_TASK, probe_outputs, save_probe_outputs
     from envmgr.probes.contract import MARKER
 
-    role, _, task = PROBE_TASK.partition(" : ")
     line = MARKER + json.dumps({"probe": "gpu", "status": "skip", "summary": "no GPU", "details": {}})
-    events = [{"event": "runner_on_ok", "event_data": {
-        "host": "h1", "role": role, "task": task, "res": {"results": [
-            {"item": "gpu", "rc": 0, "stdout": "noise\n" + line, "stderr": ""},
-            {"item": "torch_cuda", "rc": 1, "stdout": "", "stderr": "Segmentation fault"}]}}},
-        {"event": "runner_on_skipped", "event_data": {"host": "h2", "role": role, "task": task, "res": {}}}]
+    runs = [{"probe": "gpu", "rc": 0, "stdout": "noise\n" + line, "stderr": "", "wall_s": 0.2},
+            {"probe": "torch_cuda", "rc": -11, "stdout": "", "stderr": "Segmentation fault"},
+            {"probe": "nccl_allreduce", "rc": -9, "stdout": "", "stderr": "", "wall_s": 600.1,
+             "timed_out": True, "timeout_s": 600}]
+    events = [probe_events(PROBE_TASK, "h1", {"rc": 0, "stdout": json.dumps(runs), "stderr": ""}),
+              probe_events(PROBE_TASK, "h2", {}, kind="runner_on_skipped")]
     report = RunReport("successful", 0, {}, probe=probe_outputs(events))
-    assert [(r["probe"], r["status"]) for r in report.probe["h1"]] == [("gpu", "skip"), ("torch_cuda", "error")]
+    assert [(r["probe"], r["status"]) for r in report.probe["h1"]] == [
+        ("gpu", "skip"), ("torch_cuda", "error"), ("nccl_allreduce", "error")]
     assert "Segmentation fault" in report.probe["h1"][1]["summary"]
+    assert report.probe["h1"][2]["summary"] == "timed out after 600s; its processes were killed"
+    assert report.probe["h1"][0]["wall_s"] == 0.2
     assert list(report.probe) == ["h1"]
     assert save_probe_outputs(report, tmp_path / "probe") == [str(tmp_path / "probe" / "h1.probes.json")]
     saved = json.loads((tmp_path / "probe" / "h1.probes.json").read_text())
     assert saved[0]["summary"] == "no GPU"
+
+
+def test_a_driver_that_did_not_print_its_runs_is_one_error():
+    from envmgr.backends.ansible import PROBE_TASK, probe_outputs
+
+    events = [probe_events(PROBE_TASK, "h1", {"rc": 2, "stdout": "", "msg": "[Errno 2] No such file",
+                                              "stderr": ""})]
+    (result,) = probe_outputs(events)["h1"]
+    assert result["status"] == "error" and "No such file" in result["summary"]
+
+
+def test_a_hosts_record_of_this_environment_is_reused_and_only_that():
+    import base64
+
+    from envmgr.backends.ansible import PROBE_RECORD_TASK, PROBE_TASK, _probe_outputs
+    from envmgr.probes.contract import MARKER
+
+    line = MARKER + json.dumps({"probe": "gpu", "status": "pass", "summary": "8 GPUs", "details": {}})
+    run = {"probe": "gpu", "rc": 0, "stdout": line, "stderr": ""}
+
+    def slurped(host: str, record: object) -> dict:
+        content = base64.b64encode(json.dumps(record).encode()).decode()
+        return probe_events(PROBE_RECORD_TASK, host, {"content": content, "encoding": "base64"})
+
+    events = [
+        slurped("h1", {"key": "k1", "runs": [run]}),       # this environment's: reused
+        slurped("h2", {"key": "old", "runs": [run]}),      # another environment's: ignored
+        probe_events(PROBE_RECORD_TASK, "h3", {"msg": "file not found"}),  # none yet
+        probe_events(PROBE_RECORD_TASK, "h4", {"content": "bm90IGpzb24=", "encoding": "base64"}),  # garbage
+        slurped("h5", {"key": "k1", "runs": [run]}),       # recorded, but probed again (probe=always)
+        probe_events(PROBE_TASK, "h5", {"rc": 0, "stdout": json.dumps([run])}),
+    ]
+    outputs, reused = _probe_outputs(events, "k1")
+    assert sorted(outputs) == ["h1", "h5"] and reused == ["h1"]
+    assert outputs["h1"][0]["summary"] == "8 GPUs"
+    assert _probe_outputs(events, None) == ({"h5": outputs["h5"]}, [])  # no key: nothing is reused
 
 
 def test_probe_scripts_are_assembled_for_the_hosts(tmp_path):
@@ -188,4 +232,15 @@ def test_probe_scripts_are_assembled_for_the_hosts(tmp_path):
     assert probes["args"]["nccl_allreduce"]["world_size"] == 2
     text = (tmp_path / "probes" / "nccl_allreduce.py").read_text()
     assert "def run_workers" in text and MARKER in text  # shared library and wrapper included
+    # the batch the driver gets on stdin: each assembled source with its args, timeout, env
+    batch = json.loads((tmp_path / "probes" / "probes.json").read_text())
+    assert [p["id"] for p in batch["probes"]] == probes["ids"]
+    assert batch["probes"][probes["ids"].index("nccl_allreduce")]["source"] == text
+    assert batch["probes"][0]["timeout_s"] == 60 and batch["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert "def run_one" in (tmp_path / "probes" / "run_probes.py").read_text()
+    # the digest follows what the hosts would run
+    other = spec.model_copy(update={"hardware": spec.hardware.model_copy(update={
+        "gpu": spec.hardware.gpu.model_copy(update={"count": 4})})})
+    assert prepare_probes(spec, tmp_path / "again")["digest"] == probes["digest"]
+    assert prepare_probes(other, tmp_path / "other")["digest"] != probes["digest"]
 

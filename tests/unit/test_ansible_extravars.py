@@ -60,6 +60,7 @@ def prepared(name: str) -> PreparedLock:
     ("ansible://all?inventory=/x/h.yml&apt=offline&host_kind=container&reboot=0",
      AnsibleTarget("all", "/x/h.yml", apt_online=False, host_kind="container", reboot=False)),
     ("ansible://?inventory=h", AnsibleTarget("", "h")),
+    ("ansible://gpu?inventory=h&probe=always", AnsibleTarget("gpu", "h", probe="always")),
 ])
 def test_parse_url(url, expected):
     assert parse_ansible_url(url) == expected
@@ -71,6 +72,7 @@ def test_parse_url(url, expected):
     ("ansible://gpu?inventory=h&apt=maybe", "apt="),
     ("ansible://gpu?inventory=h&host_kind=vm", "host_kind="),
     ("ansible://gpu?inventory=h&reboot=yes", "reboot="),
+    ("ansible://gpu?inventory=h&probe=never", "probe="),
     ("docker://gpu", "not an ansible"),
 ])
 def test_parse_url_refuses(url, words):
@@ -170,3 +172,46 @@ def test_a_missing_inventory_fails_before_any_download(tmp_path):
     assert not (tmp_path / "gen").exists()
     with pytest.raises(UsageError, match="no inventory"):
         AnsibleBackend("ansible://gpu").run(["true"])
+
+
+def probes(digest: str = "d1") -> dict:
+    return {"scripts_src": "/gen/ansible/files/probes", "ids": ["gpu"], "args": {"gpu": {}}, "digest": digest}
+
+
+def test_probe_key_names_the_environment_not_the_run(tmp_path):
+    loaded = spec(tmp_path)
+
+    def key(target=AnsibleTarget("gpu", "h"), python=prepared("fleet"), toolkit=prepared("cuda-13.0"),
+            probe=None, loaded=loaded) -> str:
+        extravars = render_extravars(loaded.spec, loaded.digest, target, "gpu", python, {"13.0": toolkit},
+                                     probe or probes())
+        assert extravars["envmgr"]["probe"]["when"] == target.probe
+        return extravars["envmgr"]["probe"]["key"]
+
+    base = key()
+    # how the rollout runs, and where the controller keeps its files, are not the environment
+    assert key(target=AnsibleTarget("gpu", "h", reboot=False, probe="always")) == base
+    moved = PreparedLock("fleet-0123456789ab", "0123456789ab" + "0" * 52, Path("/gen/7/lock.clean.txt"),
+                         Path("/elsewhere/wheels"))
+    assert key(python=moved) == base
+    assert key(probe={**probes(), "scripts_src": "/gen/8/ansible/files/probes"}) == base
+    # a new lock, toolkit, probe batch, env or driver is another environment
+    assert key(python=PreparedLock("fleet-fedcba987654", "f" * 64, moved.lock_file, moved.wheels_dir)) != base
+    assert key(toolkit=PreparedLock("cuda-13.0-fedcba987654", "e" * 64, moved.lock_file, moved.wheels_dir)) != base
+    assert key(probe=probes("d2")) != base
+    for name in ("env", "driver"):
+        (tmp_path / name).mkdir()
+    env_changed = tmp_path / "env" / "spec.yaml"
+    env_changed.write_text((SPEC % {"driver": "580.95.05"}).replace("NCCL_P2P_DISABLE: 1", "NCCL_P2P_DISABLE: 0"))
+    assert key(loaded=load_spec(env_changed)) != base
+    assert key(loaded=spec(tmp_path / "driver", "580.105.08")) != base
+
+
+def test_url_keeps_probe_always(tmp_path):
+    from envmgr.backends.ansible import AnsibleBackend
+
+    (tmp_path / "h.yml").write_text("all:\n  hosts:\n    a: {}\n", encoding="utf-8")
+    backend = AnsibleBackend(f"ansible://all?inventory={tmp_path / 'h.yml'}&probe=always")
+    backend._resolve(None)
+    assert parse_ansible_url(backend.url).probe == "always"
+    assert "probe=" not in AnsibleBackend(f"ansible://all?inventory={tmp_path / 'h.yml'}").url
