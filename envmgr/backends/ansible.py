@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from envmgr.backends.base import Closing, CommandResult, Progress, Realized, checked_argv
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, UsageError
+from envmgr.secrets import Redactor
 
 if TYPE_CHECKING:
     from envmgr.facts.model import Facts
@@ -258,6 +259,33 @@ def render_extravars(spec: Spec, spec_digest: str, target: AnsibleTarget, group:
     }
     extravars["envmgr"]["probe"]["key"] = probe_key(extravars["envmgr"])
     return extravars
+
+
+def unsafe(value: Any) -> Any:
+    """Plain data with every string marked as Ansible's never-template data
+    (``{"__ansible_unsafe": ...}``, which ansible-core's JSON loader reads for extra-vars files
+    in every release): a spec's ``{{ lookup('pipe', ...) }}`` is then just text, in a real
+    run and in check mode alike, and a ``{{`` in a probe's source is not a template error."""
+    if isinstance(value, str):
+        return {"__ansible_unsafe": value}
+    if isinstance(value, Mapping):
+        return {k: unsafe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [unsafe(v) for v in value]
+    return value
+
+
+def write_extravars(data: Path, extravars: Mapping[str, Any]) -> Path:
+    """The extra variables as the file ansible-runner passes with ``-e @file``: all strings
+    unsafe, mode 0600 (it holds the spec's secrets), so nothing is on a command line."""
+    env_dir = data / "env"
+    env_dir.mkdir(parents=True, exist_ok=True)
+    path = env_dir / "extravars"
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(unsafe(extravars), f)
+    return path
 
 
 def probe_key(envmgr: Mapping[str, Any]) -> str:
@@ -676,7 +704,9 @@ class AnsibleBackend(Closing):
         probes = prepare_probes(spec, files / "probes")
         extravars = render_extravars(spec, loaded.digest, self.target, group, python_lock, toolkit_locks,
                                      probes)
-        (data / "extravars.json").write_text(json.dumps(extravars, indent=2), encoding="utf-8")
+        # for people reading the generation: secrets redacted (the run's own copy is 0600)
+        (data / "extravars.json").write_text(
+            json.dumps(Redactor.for_spec(spec).data(extravars), indent=2), encoding="utf-8")
         return extravars, lock
 
     def _run_site(self, data: Path, extravars: dict[str, Any], progress: Progress, *,
@@ -888,10 +918,11 @@ def _run_runner(data: Path, playbook: str, inventory: Path, extravars: Mapping[s
             on_event(event)
         return True  # keep the event in the artifacts too
 
+    write_extravars(data, extravars)  # read by runner as `-e @env/extravars`
     try:
         return ansible_runner.run(
             private_data_dir=str(data), project_dir=str(playbook_dir()), playbook=playbook,
-            inventory=str(inventory), extravars=dict(extravars), ident=ident,
+            inventory=str(inventory), ident=ident,
             envvars={**ANSIBLE_ENV, "ANSIBLE_LOCAL_TEMP": str(data / "tmp")},
             cmdline="--check --diff" if check else None,
             event_handler=handler, quiet=True, rotate_artifacts=0, suppress_env_files=True,

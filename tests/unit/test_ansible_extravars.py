@@ -215,3 +215,64 @@ def test_url_keeps_probe_always(tmp_path):
     backend._resolve(None)
     assert parse_ansible_url(backend.url).probe == "always"
     assert "probe=" not in AnsibleBackend(f"ansible://all?inventory={tmp_path / 'h.yml'}").url
+
+
+def test_every_string_reaches_ansible_marked_unsafe_in_a_0600_file(tmp_path, monkeypatch):
+    """Issue 12: spec text is never a template (Ansible's __ansible_unsafe marker on every
+    string), and the extra variables travel in a file, not on ansible-playbook's command line."""
+    import json as json_module
+    import sys
+    import types
+
+    from envmgr.backends import ansible as backend
+
+    data = {"envmgr": {"env": {"X": "{{ lookup('pipe', 'id') }}"}, "n": 1, "ok": True,
+                       "list": ["a", {"b": "c"}]}, "envmgr_group": "all"}
+    assert backend.unsafe(data) == {
+        "envmgr": {"env": {"X": {"__ansible_unsafe": "{{ lookup('pipe', 'id') }}"}}, "n": 1, "ok": True,
+                   "list": [{"__ansible_unsafe": "a"}, {"b": {"__ansible_unsafe": "c"}}]},
+        "envmgr_group": {"__ansible_unsafe": "all"}}
+    calls = []
+    fake = types.SimpleNamespace(run=lambda **kwargs: calls.append(kwargs) or types.SimpleNamespace(status="ok"))
+    monkeypatch.setitem(sys.modules, "ansible_runner", fake)
+    backend._run_runner(tmp_path, "site.yml", tmp_path / "inventory", data, lambda event: None,
+                        ident="apply", check=True)
+    (kwargs,) = calls
+    assert "extravars" not in kwargs and "lookup" not in str(kwargs.get("cmdline"))
+    written = tmp_path / "env" / "extravars"
+    assert written.stat().st_mode & 0o777 == 0o600
+    assert json_module.loads(written.read_text()) == backend.unsafe(data)
+
+
+def test_ansible_core_reads_the_marker_as_text_it_never_renders(tmp_path):
+    """The marker as the installed ansible-core loads an extra-vars file: the value is text
+    that a template prints but never evaluates. The same file without the marker does run
+    the lookup (the canary appears): the test would catch the hole."""
+    pytest.importorskip("ansible")
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    try:  # ansible-core >= 2.19 renders only text marked as a trusted template
+        from ansible.template import trust_as_template
+    except ImportError:  # pragma: no cover - older ansible-core renders any string
+        def trust_as_template(text):
+            return text
+
+    from envmgr.backends.ansible import write_extravars
+
+    def render(extravars_file):
+        loader = DataLoader()
+        try:  # as ansible-playbook loads `-e @file` (ansible.utils.vars.load_extra_vars)
+            variables = loader.load_from_file(str(extravars_file), trusted_as_template=True)
+        except TypeError:  # pragma: no cover - before 2.19 every loaded string is a template
+            variables = loader.load_from_file(str(extravars_file))
+        return Templar(loader=loader, variables=variables).template(trust_as_template("{{ value }}"))
+
+    canary = tmp_path / "canary"
+    payload = f"{{{{ lookup('pipe', 'touch {canary}') }}}}"
+    assert render(write_extravars(tmp_path / "marked", {"value": payload})) == payload
+    assert not canary.exists()
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"value": payload}))
+    render(plain)
+    assert canary.exists()  # without the marker Ansible runs it: what the marker prevents
