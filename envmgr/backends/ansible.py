@@ -44,10 +44,11 @@ from envmgr.secrets import Redactor
 if TYPE_CHECKING:
     from envmgr.facts.model import Facts
     from envmgr.plan import Action
+    from envmgr.probes.runner import ProbeResult
     from envmgr.spec.load import LoadedSpec
     from envmgr.spec.models import Spec, Toolkit
 
-EXTRAVARS_CONTRACT = 2  # bump when the shape of the `envmgr` extra variable changes (2: probe.key, probe.when)
+EXTRAVARS_CONTRACT = 2  # bump when the shape of the `envmgr` extra variable changes (2: probe.digest, .when, .key)
 REMOTE_ROOT = "/opt/envmgr"
 CURRENT_ENV = f"{REMOTE_ROOT}/current-env"
 DATA_DIR = "ansible"  # under the generation's workdir
@@ -512,15 +513,13 @@ def prepare_probes(spec: Spec, where: Path) -> dict[str, Any]:
 
 
 def probe_outputs(events: Iterable[Mapping[str, Any]], key: str | None = None) -> dict[str, list[dict[str, Any]]]:
-    """``{host: [probe result, ...]}`` from the envmgr_probe role's loop over the probes, or,
-    where they did not run, from the host's record of this environment (its ``key``)."""
+    """``{host: [probe result, ...]}`` from what the envmgr_probe role's probe driver printed,
+    or, where the probes did not run, from the host's record of this environment (``key``)."""
     return _probe_outputs(events, key)[0]
 
 
 def _probe_outputs(events: Iterable[Mapping[str, Any]], key: str | None) -> tuple[dict[str, list], list[str]]:
     """The outputs and the hosts whose outputs are their record's (not run in this run)."""
-    from envmgr.probes.runner import parse_output
-
     outputs: dict[str, list[dict[str, Any]]] = {}
     reused: set[str] = set()
     for event in events:
@@ -553,7 +552,7 @@ def driver_runs(res: Mapping[str, Any]) -> list[dict[str, Any]]:
              "stderr": str(res.get("stderr") or res.get("msg") or "")}]
 
 
-def probe_result(run: Mapping[str, Any]):
+def probe_result(run: Mapping[str, Any]) -> ProbeResult:
     """A driver run -> the runner's ProbeResult (the same words for a timeout as the runner)."""
     from envmgr.probes.runner import ProbeResult, parse_output
 

@@ -1,7 +1,7 @@
 """Fixtures for tests against real engines: they skip, with the reason, where an engine is absent.
 
-Images: a test that builds one removes it afterwards with the parents its build made
-(``remove_image_tree``), and the build stages its builds left (``built_images``), never an
+Images: what a test builds is removed at the end of the session with the parents its build
+made (``remove_image_tree``) and the build stages the builds left (``built_images``), never an
 image that was in the daemon before (``envmgr/base:bookworm`` above all: slow to rebuild),
 nor one another image still builds on or a container uses (a concurrent build's).
 """
@@ -90,8 +90,8 @@ def remove_image_tree(api, image: str, keep: Iterable[str]) -> list[str]:
 
 
 class BuiltImages:
-    """What a module's builds made: ``add`` a repository or tag to remove afterwards; the
-    build stages that appeared meanwhile go too."""
+    """What the tests' builds made: ``add`` a tag or ``add_repository`` to remove afterwards;
+    the build stages that appeared meanwhile go too."""
 
     def __init__(self, api) -> None:
         self.api = api
@@ -130,9 +130,11 @@ class BuiltImages:
         return removed
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def built_images(docker_client):
-    """A module's record of the images it builds; they are removed when the module is done."""
+    """The session's record of the images its tests build; they are removed when the session
+    is done, not after each module: the modules' builds share the builder's cache (the same
+    base and first steps), which a removal in between would make every module rebuild."""
     record = BuiltImages(docker_client.api)
     yield record
     record.remove()

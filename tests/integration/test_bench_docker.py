@@ -16,13 +16,13 @@ from envmgr.backends.docker import DockerBackend
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # about 20 s: the double's image build, a matrix with load
 
 DOUBLE = Path(__file__).resolve().parents[1] / "doubles" / "sglang_double"
 @pytest.fixture(scope="module")
 def double_image(docker_client, base_image, built_images) -> str:
     """The base image plus the double's package on PYTHONPATH (built through the real daemon),
-    under a tag of its own; removed with its build steps when the module is done."""
+    under a tag of its own; removed with its build steps at the end of the session."""
     tag = built_images.add(f"envmgr-test/sglang-double:{secrets.token_hex(4)}")
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:

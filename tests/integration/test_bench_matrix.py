@@ -58,6 +58,7 @@ def setup(tmp_path, monkeypatch):
     return spec, home, store, old, new
 
 
+@pytest.mark.slow  # about 20 s: a whole matrix with load, resumed and reported
 def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     spec, home, store, gen, new = setup
     configs = ["baseline", "ep_flashinfer_a2a", "ep_mem092", "eagle3_hang", "typo"]

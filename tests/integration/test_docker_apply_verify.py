@@ -19,7 +19,7 @@ import pytest
 
 from envmgr.state import Store
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # about 40 s: two image builds through the CLI
 
 SPEC = """\
 apiVersion: envmgr/v1
@@ -39,7 +39,7 @@ def envmgr(home: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def repository(built_images):
-    """Removed at the end of the module with the parents and build stages its builds made."""
+    """Removed at the end of the session with the parents and build stages its builds made."""
     return built_images.add_repository(f"envmgr-test/apply-{uuid.uuid4().hex[:8]}")
 
 

@@ -2,7 +2,7 @@
 
 The builds are small (packaging and six on envmgr/base:bookworm) and share the builder's
 cache, so the module takes about a minute on 2 cores. Every image it makes is under a
-repository ``envmgr-test/backend-<random>`` and is removed at the end, with the build-stage
+repository ``envmgr-test/backend-<random>`` and is removed at the end of the session, with the build-stage
 layers that its builds left behind.
 """
 
@@ -73,7 +73,7 @@ def realize(url: str, spec_path: Path, workdir: Path) -> Build:
 @pytest.fixture(scope="module")
 def repository(built_images):
     """This module's repository: its images, the parents their builds made and the build
-    stages they left are removed at the end (conftest.BuiltImages)."""
+    stages they left are removed at the end of the session (conftest.BuiltImages)."""
     return built_images.add_repository(f"envmgr-test/backend-{secrets.token_hex(4)}")
 
 
@@ -216,6 +216,7 @@ def test_a_missing_base_image_is_a_clear_error_before_any_work(repository, tmp_p
     assert not (tmp_path / "g").exists()
 
 
+@pytest.mark.slow  # 8-12 s: a build of its own up to its failing step
 def test_a_failing_build_is_a_backend_error_with_the_builds_last_lines(url, tmp_path):
     # The base image has python3 3.11: the build's first check stops a 3.12 spec.
     with pytest.raises(BackendError, match="building .* failed") as info:
