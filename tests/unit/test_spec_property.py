@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from envmgr.errors import EnvmgrError, SpecError
+from envmgr.errors import EnvmgrError, SpecError, UsageError
 from envmgr.spec import load_spec
 from envmgr.spec.load import validate
 from envmgr.spec.models import Spec
@@ -117,7 +117,10 @@ def _model_types(annotation: Any) -> list[type]:
 
 
 KNOWN_KEYS = sorted(_field_names())
-awkward = st.sampled_from(["sm_90", "12.8", "cu128", "--tp-size", "3.12", ".", "x\x00", "a" * 300])
+# ... and the hostile text of test_injection (templates, shell, Dockerfile lines, URL parts)
+awkward = st.sampled_from(["sm_90", "12.8", "cu128", "--tp-size", "3.12", ".", "x\x00", "a" * 300,
+                           "{{ lookup('pipe', 'id') }}", "$(id)", "a\nRUN id", "?base=x&y=1", "#f", "..",
+                           "/etc/shadow", ".inf", "1e400", "9" * 5000])
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12) | awkward
 json_like = st.recursive(
     scalars,
@@ -192,6 +195,31 @@ def test_mutated_spec_loads_or_explains(tmp_path_factory: pytest.TempPathFactory
     else:
         event("loads")
         assert len(loaded.digest) == 64
+        use(loaded.spec)
+
+
+def use(spec) -> None:
+    """What a loaded spec feeds (a Dockerfile, a backend URL, server argv, the redactor, the
+    compat rules, a plan) takes it without an exception: validation let nothing through
+    that a later stage cannot handle."""
+    from envmgr.backends import default_url, split_url
+    from envmgr.backends.dockerfile import render_dockerfile
+    from envmgr.bench.command import server_command
+    from envmgr.compat import evaluate
+    from envmgr.plan import plan, state_from_spec
+    from envmgr.secrets import Redactor
+
+    render_dockerfile(spec, base_image="envmgr/base:bookworm", lock_name="lock.txt", wheelhouse=False,
+                      envmgr_version="0", spec_digest="0" * 64)
+    split_url(default_url(spec))
+    Redactor.for_spec(spec).data(spec.model_dump(mode="json"))
+    evaluate(spec)
+    plan(state_from_spec(spec), spec)
+    for config in spec.benchmarks.configs if spec.benchmarks else ():
+        try:
+            server_command(spec.benchmarks, config, "/venv/bin/python")
+        except UsageError:  # e.g. --model-path among the flags: a message, not a crash
+            pass
 
 
 def check_problems(exc: SpecError, file: Path, spec: dict, text: str) -> None:
