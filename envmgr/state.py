@@ -16,6 +16,7 @@ the process that held it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -46,10 +47,15 @@ class Generation:
         return lock.read_text(encoding="utf-8") if lock.is_file() else ""
 
     @property
+    def gate_record(self) -> dict[str, Any] | None:
+        """What the probe gate recorded (required, failed, at), or None."""
+        return _read_json(self.path / GATE_FILE)
+
+    @property
     def gate(self) -> str:
         """``passed`` (or nothing required), ``failed``, ``interrupted`` (the apply died
         between commit and gate), or ``unknown`` for generations older than gate records."""
-        record = _read_json(self.path / GATE_FILE)
+        record = self.gate_record
         if record is None:
             return "interrupted" if self.meta.get("gate_recorded") else "unknown"
         return "failed" if record.get("failed") else "passed"
@@ -195,10 +201,14 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename, fsynced: readers see the old or the new file."""
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``text`` in one rename, fsynced: readers see the old or the new
+    file. ``mode`` applies from the first byte (0o600 for a file that holds secrets)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a leftover of a killed writer: O_EXCL below must create it anew
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())

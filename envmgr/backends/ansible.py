@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from envmgr.backends.base import Closing, CommandResult, Progress, Realized, checked_argv
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, UsageError
 from envmgr.secrets import Redactor
+from envmgr.state import write_atomic
 
 if TYPE_CHECKING:
     from envmgr.facts.model import Facts
@@ -279,13 +280,9 @@ def unsafe(value: Any) -> Any:
 def write_extravars(data: Path, extravars: Mapping[str, Any]) -> Path:
     """The extra variables as the file ansible-runner passes with ``-e @file``: all strings
     unsafe, mode 0600 (it holds the spec's secrets), so nothing is on a command line."""
-    env_dir = data / "env"
-    env_dir.mkdir(parents=True, exist_ok=True)
-    path = env_dir / "extravars"
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(unsafe(extravars), f)
+    path = data / "env" / "extravars"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(unsafe(extravars)), mode=0o600)
     return path
 
 

@@ -24,6 +24,7 @@ from envmgr.backends.process import stream
 from envmgr.backends.service import Service
 from envmgr.errors import BackendError
 from envmgr.lock import resolve, uv_binary
+from envmgr.state import write_atomic
 from envmgr.toolkits import pip_cuda_prefix
 
 if TYPE_CHECKING:
@@ -100,9 +101,7 @@ class VenvBackend(Closing):
         failpoints.reach("installed")
         extra = toolkit_environment(spec, venv)
         # 0600: it is where the environment's secrets live (envmgr.secrets), for run and start
-        fd = os.open(venv / ENV_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(extra, indent=2, sort_keys=True))
+        write_atomic(venv / ENV_FILE, json.dumps(extra, indent=2, sort_keys=True), mode=0o600)
         self.path = venv
         return Realized(backend=self.url, location=str(venv), lock=lock,
                         details={"python": str(python), "installer": self.installer})
