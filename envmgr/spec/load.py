@@ -80,17 +80,19 @@ def validate(source: Source) -> Spec:
 
 # --- extends ---------------------------------------------------------------------------
 
-def _merged_source(path: Path, seen: tuple[Path, ...], quote_parent: bool = True) -> tuple[Source, list[Path]]:
-    """``path`` merged over its parents. A parent must be an envmgr spec before anything of
-    it is shown: ``extends: /etc/shadow`` says so without quoting one line of the file."""
+def _merged_source(path: Path, seen: tuple[Path, ...],
+                   extended_at: tuple[str, int | None] | None = None) -> tuple[Source, list[Path]]:
+    """``path`` merged over its parents; ``extended_at`` is the file:line of the ``extends:``
+    that named ``path``, for a parent. A parent must be an envmgr spec before anything of it
+    is shown: ``extends: /etc/shadow`` says so there, without quoting one line of the file."""
     try:
         source = read_source(path)
     except SpecError:
-        if quote_parent or _declares_api_version(path):
+        if extended_at is None or _declares_api_version(path):
             raise  # the user's own (broken) spec: its problems help
-        raise _not_a_spec(path, seen) from None
-    if not quote_parent and source.data.get("apiVersion") != API_VERSION:
-        raise _not_a_spec(path, seen)
+        raise _not_a_spec(path, extended_at) from None
+    if extended_at is not None and source.data.get("apiVersion") != API_VERSION:
+        raise _not_a_spec(path, extended_at)
     parent_name = source.data.get("extends")
     if parent_name is None:
         return source, [path]
@@ -118,7 +120,7 @@ def _merged_source(path: Path, seen: tuple[Path, ...], quote_parent: bool = True
         raise problem(f"parent spec {str(parent_path)!r} not found",
                       expected="an existing spec file, relative to this one",
                       fix="fix the path or create the parent")
-    parent, parents = _merged_source(parent_path, chain, quote_parent=False)
+    parent, parents = _merged_source(parent_path, chain, extended_at=(file, line))
     return _overlay(parent, source), [path, *parents]
 
 
@@ -134,9 +136,8 @@ def _declares_api_version(path: Path) -> bool:
         return False
 
 
-def _not_a_spec(parent: Path, seen: tuple[Path, ...]) -> ExtendsError:
-    child = seen[-1]
-    file, line = read_source(child).locate(("extends",))
+def _not_a_spec(parent: Path, extended_at: tuple[str, int | None]) -> ExtendsError:
+    file, line = extended_at
     return ExtendsError([SpecProblem(
         file, line, "extends", f"{str(parent)!r} is not an envmgr spec (it does not start with "
         f"`apiVersion: {API_VERSION}`), so envmgr shows nothing of it",
