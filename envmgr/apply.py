@@ -122,19 +122,12 @@ def apply(
 def rollback_refusal(gen: Generation) -> str | None:
     """Why ``gen`` must not become current again, or None. ``rollback --force`` overrides."""
     if gen.gate == "failed":
-        failed = ", ".join(_read_failed(gen)) or "required probes"
+        failed = ", ".join(map(str, (gen.gate_record or {}).get("failed") or [])) or "required probes"
         return f"generation {gen.number} failed its probe gate ({failed}) and never became current"
     if gen.gate == "interrupted":
         return (f"generation {gen.number}'s apply was interrupted before its probe gate decided: "
                 "it never became current")
     return _environment_missing(gen)
-
-
-def _read_failed(gen: Generation) -> list[str]:
-    try:
-        return list(json.loads((gen.path / "gate.json").read_text(encoding="utf-8")).get("failed", []))
-    except (OSError, ValueError, AttributeError):
-        return []
 
 
 def _environment_missing(gen: Generation) -> str | None:

@@ -284,9 +284,10 @@ def cmd_rollback(a: argparse.Namespace) -> int:
         current = store.current()
         if a.to is None:
             older = [g for g in store.generations() if current is None or g.number < current.number]
-            usable = [g for g in older if a.force or rollback_refusal(g) is None]
+            refusals = {g.number: None if a.force else rollback_refusal(g) for g in older}
+            usable = [g for g in older if refusals[g.number] is None]
             if not usable:
-                why = "; ".join(filter(None, (rollback_refusal(g) for g in older)))
+                why = "; ".join(filter(None, refusals.values()))
                 raise UsageError("no earlier generation to roll back to" + (f": {why}" if why else ""),
                                  hint="`envmgr generations` lists them; --to N --force switches anyway")
             target = usable[-1]
