@@ -15,9 +15,11 @@ The scenario's loop was ``nohup ... &``, ``sleep 600``, grep. Here:
 
 from __future__ import annotations
 
+import re
+import signal
 import socket
-from array import array
 import threading
+from array import array
 import time
 import urllib.error
 import urllib.request
@@ -37,6 +39,13 @@ HEALTH_PATHS = ("/health_generate", "/health", "/ready")
 # them); the rest only go to the log, and a crash is shown by its triage finding.
 MILESTONES = ("Load weight begin", "Load weight end", "KV Cache is allocated", "Memory pool end",
               "Capture cuda graph begin", "Capture cuda graph end", "Uvicorn running", READY_LINE)
+
+# The access-log lines our own health polls make the server print (uvicorn, every 2 s, for as
+# long as the server is not ready): they are not progress, so they neither reset the stall timer
+# nor count as the last real line. Seen on sglang 0.5.11:
+#   INFO:     127.0.0.1:45202 - "GET /health_generate HTTP/1.1" 503 Service Unavailable
+OWN_POLL = re.compile(r'"GET (?:' + "|".join(re.escape(p) for p in HEALTH_PATHS) + r') HTTP/[\d.]+" \d{3}')
+EXIT_WAIT_S = 5.0  # the output can end a moment before the process has an exit code
 
 Status = Literal["ready", "crashed", "timeout", "hung"]
 
@@ -72,6 +81,23 @@ class Launch:
     # Seconds from the deciding log line (the root cause, or the ready line) reaching us to
     # this verdict; None when no log line decided it (exit code, health, limits).
     detected_after_s: float | None = None
+    last_line: str = ""  # the last real log line (cleaned), the evidence when nothing matched
+
+
+def exit_text(code: int | None) -> str:
+    """How the server ended, in words: "exited with code 1", "was killed by SIGKILL"."""
+    if code is None:
+        return "the server closed its output but is still running"
+    if code < 0 or code > 128:
+        number = -code if code < 0 else code - 128
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        why = (" (SGLang kills its own process tree with SIGKILL when a child process fails)"
+               if number == signal.SIGKILL else "")
+        return f"the server was killed by {name} (exit code {code}){why}"
+    return f"the server exited with code {code}"
 
 
 class LaunchError(BackendError):
@@ -99,7 +125,7 @@ class RunningServer:
         self._ready_line = False
         self._ready_at: float | None = None
         self._eof = False
-        self._last_line_at = time.monotonic()
+        self._last_line_at = time.monotonic()  # the last real line (not our own polls' echo)
         self._last_line = ""
         self._shown: set[str] = set()  # milestones already shown
         self._arrivals = array("d")  # monotonic arrival time of each log line, by line number - 1
@@ -127,9 +153,10 @@ class RunningServer:
                 self._log.flush()
                 with self._lock:  # the main thread reads the same Triage
                     found = self.triage.feed(line)
-                    self._last_line = line
-                    self._last_line_at = time.monotonic()
-                    self._arrivals.append(self._last_line_at)
+                    now = time.monotonic()
+                    self._arrivals.append(now)
+                    if not OWN_POLL.search(line):
+                        self._last_line, self._last_line_at = line, now
                     self._first_fatal = self._first_fatal or (found[0] if found else None)
                     if READY_LINE in line and not self._ready_line:
                         self._ready_line, self._ready_at = True, self._last_line_at
@@ -179,8 +206,8 @@ class RunningServer:
             self._reader.join(timeout=5)  # the last lines carry the cause
             with self._lock:
                 self.triage.close()
-            code = self.service.poll() if code is None else code
-            return self._launch("crashed", f"the server exited with code {code}", returncode=code)
+            code = self._exit_code(code)
+            return self._launch("crashed", exit_text(code), returncode=code)
         if pending and now - last >= self.limits.settle_s:
             with self._lock:
                 self.triage.close()  # silent after a generic error: nothing better is coming
@@ -188,10 +215,24 @@ class RunningServer:
         if now - self.started_at >= self.limits.startup_s:
             return self._launch("timeout", f"not ready after {self.limits.startup_s:g}s")
         if now - last >= self.limits.stall_s:
-            last_text = clean_line(self._last_line).text.strip()[:160] or "nothing"
-            return self._launch("hung", f"no log line and no health for {self.limits.stall_s:g}s "
-                                        f"(last: {last_text})")
+            return self._launch("hung", f"no log line (other than our health polls) and no health for "
+                                        f"{self.limits.stall_s:g}s; last line: {self.last_line_text}")
         return None
+
+    @property
+    def last_line_text(self) -> str:
+        """The last real log line, cleaned of timestamps and rank prefixes."""
+        with self._lock:
+            return clean_line(self._last_line).text.strip()[:200] or "nothing"
+
+    def _exit_code(self, code: int | None) -> int | None:
+        """Wait a moment for the exit code: the kernel closes a process's pipes before it
+        becomes a zombie, so the end of the output can come first (0.5.11 showed "code None")."""
+        deadline = time.monotonic() + EXIT_WAIT_S
+        while code is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+            code = self.service.poll()
+        return code
 
     def _launch(self, status: Status, reason: str, *, returncode: int | None = None,
                 health_path: str | None = None) -> Launch:
@@ -205,7 +246,7 @@ class RunningServer:
                 arrived = self._ready_at
         detected_after = None if arrived is None else round(now - arrived, 3)
         return Launch(status, round(now - self.started_at, 3), reason, findings, returncode, health_path,
-                      detected_after)
+                      detected_after, self.last_line_text)
 
     # --- stopping ----------------------------------------------------------------------
 

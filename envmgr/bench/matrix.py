@@ -28,7 +28,7 @@ from envmgr.bench.launch import Launch, Limits, RunningServer
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
 from envmgr.bench.results import CellResult, EnvInfo, LoadResult, read_result, write_result
 from envmgr.bench.triage import triage_file
-from envmgr.errors import UsageError
+from envmgr.errors import BackendError, UsageError
 from envmgr.lock import locked_versions
 from envmgr.secrets import Redactor
 from envmgr.spec.models import Spec, canonical_name
@@ -150,9 +150,14 @@ def _cuda_version(spec: Spec) -> dict[str, str]:
 # --- cells --------------------------------------------------------------------------------
 
 
+ModulesOf = Callable[[Env, str, Sequence[str]], "frozenset[str] | None"]
+
+
 def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
-               python_of: Callable[[Env], str]) -> list[Cell]:
-    """Every env x config with its command and what the checks say about it."""
+               python_of: Callable[[Env], str],
+               modules_of: ModulesOf = lambda env, python, modules: None) -> list[Cell]:
+    """Every env x config with its command and what the checks say about it. ``modules_of``
+    asks the environment which of the feature modules (DeepEP, ...) it can import."""
     bench = bench_spec.benchmarks
     if bench is None or not bench.configs:
         raise UsageError("the spec has no benchmarks.configs to run",
@@ -164,7 +169,8 @@ def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
     cells = []
     for env in envs:
         python = python_of(env)
-        findings = env_findings(bench_spec, env)  # every config at once: one evaluation per env
+        installed = modules_of(env, python, feature_modules())
+        findings = env_findings(bench_spec, env, installed)  # every config at once: one evaluation per env
         for config in names:
             command = server_command(bench, config, python)
             # the stack's secrets reach the server through its environment (images never hold them)
@@ -182,12 +188,21 @@ def _load_summary(load) -> str:
             f"concurrency {load.max_concurrency}")
 
 
-def env_findings(bench_spec: Spec, env: Env) -> list[Finding]:
+def env_findings(bench_spec: Spec, env: Env, installed_modules: frozenset[str] | None = None) -> list[Finding]:
     """What validate says of the bench configs on the env's stack: the rules, and each config's
     flags against the env's sglang release (errors first)."""
     from envmgr.compat import evaluate
 
-    return evaluate(_as_installed(env).model_copy(update={"benchmarks": bench_spec.benchmarks}))
+    return evaluate(_as_installed(env).model_copy(update={"benchmarks": bench_spec.benchmarks}),
+                    installed_modules=installed_modules)
+
+
+def feature_modules() -> list[str]:
+    """Every module a flag value makes SGLang import (the knowledge base's feature_modules)."""
+    from envmgr.compat.kb import default_knowledge_base
+
+    table = default_knowledge_base().tables.get("feature_modules", {})
+    return sorted({need["module"] for by_value in table.values() for need in by_value.values()})
 
 
 def _as_installed(env: Env) -> Spec:
@@ -283,8 +298,10 @@ def _run_load(backend, cell: Cell, progress: Progress) -> tuple[LoadResult | Non
 def _outcome(launch: Launch, load: LoadResult | None, load_error: str | None,
              findings: tuple[dict[str, Any], ...]) -> tuple[str, str]:
     if launch.status != "ready":
-        cause = f"{findings[0]['id']}: {findings[0]['fix']}" if findings else launch.reason
-        return launch.status, cause
+        if findings:
+            return launch.status, f"{findings[0]['id']}: {findings[0]['fix']}"
+        evidence = "" if "last line:" in launch.reason else f"; last log line: {launch.last_line}"
+        return launch.status, f"{launch.reason}{evidence} (see server.log)"
     if load is None:
         cause = f"{findings[0]['id']}: {findings[0]['fix']}" if findings else (load_error or "no result")
         return "load_failed", cause
@@ -330,7 +347,7 @@ def prepare(spec_path: Path, configs: Sequence[str], env_names: Sequence[str],
 
     bench_spec = load_spec(spec_path).spec
     envs = resolve_envs(env_names, bench_spec, home)
-    return plan_cells(bench_spec, envs, configs, env_python)
+    return plan_cells(bench_spec, envs, configs, env_python, env_modules)
 
 
 def env_python(env: Env) -> str:
@@ -338,3 +355,28 @@ def env_python(env: Env) -> str:
 
     with open_backend(env.url) as backend:
         return python_of(backend)
+
+
+# find_spec finds a module without importing it (importing DeepEP would initialise CUDA).
+_FIND_MODULES = ("import importlib.util, json, sys\n"
+                 "print(json.dumps([m for m in sys.argv[1:] if importlib.util.find_spec(m) is not None]))")
+
+
+def env_modules(env: Env, python: str, modules: Sequence[str]) -> frozenset[str] | None:
+    """Which of ``modules`` the environment's interpreter can import; None when it cannot say."""
+    import json
+
+    if not modules:
+        return frozenset()
+    try:
+        with open_backend(env.url) as backend:
+            result = backend.run([python, "-c", _FIND_MODULES, *modules], timeout=60)
+    except BackendError:
+        return None  # no interpreter there (yet): the spec's package list decides
+    if not result.ok:
+        return None
+    try:
+        found = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return frozenset(m for m in found if isinstance(m, str))

@@ -38,7 +38,9 @@ STACK_FACTS = frozenset({
     "symm_mem_world_sizes", "observed_arch", "observed_gpu", "nvml_error",
     "load_dataset", "load_dataset_path",
 })
-CONFIG_FACTS = frozenset({"config", "world_size", "dp_size"})
+CONFIG_FACTS = frozenset({"config", "world_size", "dp_size", "tp_size", "pp_size", "ep_size",
+                          "gpus_needed", "parallel_layout", "ep_divides_tp", "missing_feature_modules",
+                          "unlisted_feature_modules"})
 # Also produced: "pkg:<name>" per package, "env:<NAME>" per variable, and per config
 # "--<flag>" plus "flag_<flag_with_underscores>" (for message templates).
 DYNAMIC_PREFIXES = ("pkg:", "env:", "--", "flag_")
@@ -61,8 +63,10 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
     return ctx
 
 
-def config_context(stack: Context, spec: Spec, config: str) -> Context:
-    """The stack's facts plus one benchmark config's flags and env."""
+def config_context(stack: Context, spec: Spec, config: str, feature_modules: dict[str, dict] | None = None,
+                   installed_modules: frozenset[str] | None = None) -> Context:
+    """The stack's facts plus one benchmark config's flags and env. ``installed_modules``: the
+    modules the environment really has (the bench asks it), else the spec's packages decide."""
     assert spec.benchmarks is not None
     ctx = dict(stack)
     ctx["config"] = config
@@ -75,7 +79,38 @@ def config_context(stack: Context, spec: Spec, config: str) -> Context:
     ctx["world_size"] = _int(_first(flags, "--tp-size", "--tensor-parallel-size", "--tp")) \
         or stack["gpu_count"]
     ctx["dp_size"] = _int(_first(flags, "--dp-size", "--data-parallel-size", "--dp")) or 1
+    ctx.update(_parallel(flags, ctx["dp_size"]))
+    # asked of the real environment: missing; read from the spec: not listed (may come another way)
+    absent = _missing_modules(stack, flags, feature_modules or {}, installed_modules)
+    ctx["missing_feature_modules" if installed_modules is not None else "unlisted_feature_modules"] = absent
     return ctx
+
+
+def _parallel(flags: dict[str, Any], dp: int) -> Context:
+    """The GPUs a launch takes, as SGLang lays ranks out (its defaults: tp 1, pp 1, ep 1): one
+    replica is tp x pp ranks; --dp-size replicates it, unless --enable-dp-attention splits the
+    attention of the same tp ranks. Experts spread over the tp ranks: moe_tp_size = tp // ep."""
+    tp = _int(_first(flags, "--tp-size", "--tensor-parallel-size", "--tp")) or 1
+    pp = _int(_first(flags, "--pp-size", "--pipeline-parallel-size")) or 1
+    ep = _int(_first(flags, "--ep-size", "--expert-parallel-size", "--ep")) or 1
+    replicas = 1 if flags.get("--enable-dp-attention") else dp
+    layout = f"tp {tp} x pp {pp}" + (f" x dp {dp}" if replicas > 1 else "")
+    return {"tp_size": tp, "pp_size": pp, "ep_size": ep, "gpus_needed": tp * pp * replicas,
+            "parallel_layout": layout, "ep_divides_tp": ep > 0 and tp % ep == 0}
+
+
+def _missing_modules(stack: Context, flags: dict[str, Any], feature_modules: dict[str, dict],
+                     installed: frozenset[str] | None) -> str | None:
+    """What this config's flags make SGLang import that the environment lacks, as text (None:
+    nothing missing). Without ``installed``, a package the spec does not list counts as absent."""
+    wanted = [(flag, str(flags[flag]), need) for flag, by_value in feature_modules.items()
+              if flag in flags for value, need in by_value.items() if str(flags[flag]) == value]
+    packages = {k[4:] for k in stack if k.startswith("pkg:")}
+    missing = [(flag, value, need) for flag, value, need in wanted
+               if (need["module"] not in installed if installed is not None
+                   else canonical_name(need["package"]) not in packages)]
+    return "; ".join(f"{flag} {value} imports {need['module']} (package {need['package']}, {need['get']})"
+                     for flag, value, need in missing) or None
 
 
 # --- pieces ---------------------------------------------------------------------------

@@ -46,16 +46,17 @@ def check(loaded: LoadedSpec, facts: Facts | None = None,
     return [_locate(f, loaded) for f in findings]
 
 
-def evaluate(spec: Spec, facts: Facts | None = None,
-             kb: KnowledgeBase | None = None) -> list[Finding]:
-    """Every rule that fires for the stack, then for each benchmark config; errors first."""
+def evaluate(spec: Spec, facts: Facts | None = None, kb: KnowledgeBase | None = None,
+             installed_modules: frozenset[str] | None = None) -> list[Finding]:
+    """Every rule that fires for the stack, then for each benchmark config; errors first.
+    ``installed_modules``: what the environment can import, where it was asked (the bench)."""
     kb = kb or default_knowledge_base()
     stack = stack_context(spec, facts, kb.tables)
     found = [_finding(r, stack, kb) for r in kb.rules if r.scope == "stack" and fires(r, stack)]
     if spec.benchmarks is not None:
         per_config = []
         for name in spec.benchmarks.configs:
-            ctx = config_context(stack, spec, name)
+            ctx = config_context(stack, spec, name, kb.tables.get("feature_modules"), installed_modules)
             per_config += [_finding(r, ctx, kb, spec, name) for r in kb.rules
                            if r.scope == "config" and fires(r, ctx)]
             per_config += _flag_findings(spec, name, ctx, kb)

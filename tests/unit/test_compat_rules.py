@@ -166,12 +166,41 @@ CASES: dict[str, tuple] = {
                             {"hardware": {"gpu": {"arch": "sm_80", "segment": "datacenter"}}}),
     "bench-dataset-downloads": ({"benchmarks": {"load": {"dataset": "random"}}},
                                 {"benchmarks": {"load": {"dataset": "random", "dataset_path": "/data/sharegpt.json"}}}),
+    # --tp-size 2 on one H200 died with `CUDA error: invalid device ordinal` (sglang 0.5.11)
+    "parallel-exceeds-gpus": (cfg({"--tp-size": 16}),
+                              cfg({"--tp-size": 4, "--pp-size": 2})),
+    "ep-must-divide-tp": (cfg({"--ep-size": 3}), cfg({"--ep-size": 8})),
+    # asked of the environment (the bench): what it can import decides
+    "feature-package-missing": (cfg({"--moe-a2a-backend": "deepep"}), cfg({"--moe-a2a-backend": "deepep"}),
+                                frozenset({"flashinfer"}), frozenset({"deep_ep", "flashinfer"})),
+    # read from the spec: a package python.packages does not list
+    "feature-package-not-in-spec": (cfg({"--moe-a2a-backend": "deepep"}),
+                                    deep_merge({"python": {"packages": {"deep-ep": "1.2.1"}}},
+                                               cfg({"--moe-a2a-backend": "deepep"}))),
 }
 
 
-def fired(overlay: dict, observed: Facts | None = None) -> set[str]:
+def fired(overlay: dict, observed: Facts | frozenset[str] | None = None) -> set[str]:
+    """Rules that fire; ``observed`` is facts, or the modules the environment can import."""
     spec = Spec.model_validate(deep_merge(CLEAN, overlay))
+    if isinstance(observed, frozenset):
+        return {f.rule for f in evaluate(spec, installed_modules=observed)}
     return {f.rule for f in evaluate(spec, observed)}
+
+
+def test_dp_attention_shares_the_tp_gpus_and_plain_dp_replicates_them():
+    shared = cfg({"--tp-size": 8, "--dp-size": 8, "--enable-dp-attention": True})
+    replicated = cfg({"--tp-size": 8, "--dp-size": 2})
+    assert "parallel-exceeds-gpus" not in fired(shared)
+    assert "parallel-exceeds-gpus" in fired(replicated)
+
+
+def test_the_real_tp2_on_one_gpu_config_is_an_error_at_its_line():
+    one_gpu = deep_merge({"hardware": {"gpu": {"count": 1}}}, cfg({"--tp-size": 2}))
+    [finding] = [f for f in evaluate(Spec.model_validate(deep_merge(CLEAN, one_gpu)))
+                 if f.rule == "parallel-exceeds-gpus" and "x" in f.configs]
+    assert finding.severity == "error" and finding.configs == ("x",)
+    assert "tp 2 x pp 1 = 2 GPUs" in finding.message and "has 1" in finding.message
 
 
 # Facts about what a clean SM120 stack cannot do (notes that predict probe outcomes).

@@ -19,7 +19,9 @@ from envmgr.bench.triage import (
     Triage,
     clean_line,
     display,
+    UNLOGGED_BEFORE_WEIGHTS_GB,
     kv_pool_sizing,
+    sglang_reserve_gb,
     load_signatures,
     parse_signatures,
     triage_file,
@@ -236,16 +238,56 @@ def test_scenario_kv_pool_values_and_suggestion():
     assert v["mem_fraction_static"] == pytest.approx(0.778734296875)
     assert v["avail_after_weights_gb"] == 16.3      # lowest rank (TP3)
     assert v["total_gb"] == 94.43                   # lowest "Load weight begin"
-    # rest = available_after_weights - total * (1 - mem_fraction_static)
-    rest = 16.3 - 94.43 * (1 - 0.778734296875)
+    pre = 94.43 + UNLOGGED_BEFORE_WEIGHTS_GB       # what SGLang measured before it logged
+    assert v["pre_load_gb"] == pytest.approx(pre, abs=0.005)
+    # rest = available_after_weights - pre * (1 - mem_fraction_static)
+    rest = 16.3 - pre * (1 - 0.778734296875)
     assert v["kv_pool_gb"] == pytest.approx(rest, abs=0.01) and rest < 0
-    assert v["min_mem_fraction_static"] == pytest.approx(1 - 16.3 / 94.43, abs=1e-4)
-    # half of the free memory to the pool: 1 - 16.3 * 0.5 / 94.43 = 0.9137 -> 0.92
+    assert v["min_mem_fraction_static"] == pytest.approx(1 - 16.3 / pre, abs=1e-5)
+    # this log shows no server_args, so SGLang's own reserve is unknown: half of the free
+    # memory to the pool, 1 - 16.3 * 0.5 / 94.5 = 0.9138 -> 0.92, and the text says so
+    assert "sglang_reserve_gb" not in v
     assert v["suggested_mem_fraction_static"] == 0.92
     assert finding.fix.startswith("raise --mem-fraction-static from 0.7787 to 0.92: ")
-    for shown in ("16.3 GB of 94.43 GB", "20.89 GB", "-4.59 GB", "0.8274", "8.75 GB", "7.55 GB"):
+    for shown in ("16.3 GB per GPU", "94.5 GB", "-4.61 GB", "0.8275", "8.74 GB", "7.56 GB", "half"):
         assert shown in finding.fix
     # The operator's second launch used 0.92 and got past the memory pool (SCENARIO.md).
+
+
+def test_h200_real_kv_pool_boundary_is_between_the_runs_that_failed_and_ran():
+    """sglang 0.5.11 on one H200: 0.0006 died with this log, 0.001 ran (18,979 KV tokens). The
+    old model (no unlogged term) put the boundary at 0.0003, below a value that failed."""
+    [finding] = triage_text(fixture("kv_pool_oom_h200_sglang_0.5.11.log"))
+    v = finding.values
+    assert v["mem_fraction_static"] == 0.0006
+    assert 0.0006 < v["min_mem_fraction_static"] < 0.001
+    assert v["kv_pool_gb"] < 0  # the model says this launch fails, as it did
+
+
+def test_suggestion_keeps_sglangs_own_reserve_from_the_logged_server_args():
+    [finding] = triage_text(fixture("kv_pool_oom_h200_sglang_0.5.11.log"))
+    v = finding.values
+    # server_args: chunked_prefill_size 8192, cuda_graph_max_bs 256, tp 1, pp 1, no piecewise:
+    # 512 + 8192*1.5 + 256*2 + 1/8*1024 = 13440 MB (above the 10 GB floor)
+    assert v["sglang_reserve_gb"] == pytest.approx(13440 / 1024, abs=0.01)
+    # rounded down so that the headroom is at least the reserve
+    headroom = v["pre_load_gb"] * (1 - v["suggested_mem_fraction_static"])
+    assert headroom >= v["sglang_reserve_gb"]
+    assert v["suggested_mem_fraction_static"] == 0.90
+    assert "SGLang's own default reserves" in finding.fix
+
+
+def test_sglang_reserve_terms():
+    base = {"chunked_prefill_size": 4096, "cuda_graph_max_bs": 512, "tp_size": 8, "pp_size": 1}
+    assert sglang_reserve_gb(base) == pytest.approx(10.0)  # 512+6144+1024+1024 = 8704 -> floor 10 GB
+    dp = {**base, "enable_dp_attention": "True", "dp_size": 8}
+    assert sglang_reserve_gb(dp) == pytest.approx((8704 + 512 * 8 * 3 + 512 * 8 * 1.5) / 1024)
+    spec = {**base, "speculative_algorithm": "'EAGLE'"}
+    assert sglang_reserve_gb(spec) == pytest.approx(14.0)
+    piecewise = {**base, "chunked_prefill_size": 8192, "disable_piecewise_cuda_graph": "False",
+                 "piecewise_cuda_graph_tokens": "4, 8, 12, 16"}
+    assert sglang_reserve_gb(piecewise) == pytest.approx((512 + 12288 + 1024 + 1024 + 32) / 1024)
+    assert sglang_reserve_gb({"tp_size": 1}) is None
 
 
 def test_inferencex_minimum_matches_sglangs_own_figure_and_is_capped():
@@ -273,9 +315,9 @@ def test_kv_pool_with_only_the_fraction_steps_it_up():
 def test_kv_pool_tokens_estimate_from_a_logged_kv_size():
     values = kv_pool_sizing({"mem_fraction_static": 0.8, "avail_after_weights_gb": 20.0,
                              "total_gb": 80.0, "kv_tokens": 100_000, "kv_size_gb": 5.0})
-    # 1 - 20 * 0.5 / 80 = 0.875 -> 0.88; pool 20 - 80*0.12 = 10.4 GB at 5e-5 GB/token
+    # 1 - 20 * 0.5 / 80.07 = 0.8751 -> 0.88; pool 20 - 80.07*0.12 = 10.39 GB at 5e-5 GB/token
     assert values["suggested_mem_fraction_static"] == 0.88
-    assert "about 208,000 tokens" in values["sizing"]
+    assert "about 207,832 tokens" in values["sizing"]
 
 
 def test_weights_filling_the_gpu_get_no_fraction_suggestion():
