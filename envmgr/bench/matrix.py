@@ -14,9 +14,12 @@ it would run now: an interrupted matrix resumes where it stopped.
 
 from __future__ import annotations
 
+import json
 import re
+import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +29,7 @@ from envmgr.backends import open_backend, split_url
 from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
-from envmgr.bench.results import CellResult, EnvInfo, LoadResult, read_result, write_result
+from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, write_result
 from envmgr.bench.triage import triage_file
 from envmgr.errors import BackendError, UsageError
 from envmgr.lock import locked_versions
@@ -65,6 +68,7 @@ class Cell:
     load_timeout_s: float = 3600.0
     load_summary: str = ""
     redact: Redactor = Redactor()  # the bench spec's secrets: never shown or recorded
+    load_params: tuple[tuple[str, Any], ...] = ()  # benchmarks.load, recorded with the result
 
     @property
     def shown_env(self) -> dict[str, str]:
@@ -179,7 +183,8 @@ def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
             problems = [_problem(f) for f in findings
                         if config in f.configs or (f.field.startswith("benchmarks.") and not f.configs)]
             cells.append(Cell(env, config, command, tuple(load), tuple(problems),
-                              limits, bench.load.timeout_s, _load_summary(bench.load), redact))
+                              limits, bench.load.timeout_s, _load_summary(bench.load), redact,
+                              tuple(bench.load.model_dump().items())))
     return cells
 
 
@@ -254,7 +259,8 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     limits = limits or cell.limits
     started = time.time()
     base = dict(env=cell.env.info, config=cell.config, argv=cell.command.argv,
-                server_env=cell.shown_env, load_argv=cell.load_argv, started=started)
+                server_env=cell.shown_env, load_argv=cell.load_argv, started=started,
+                load_params=dict(cell.load_params))
     if cell.blocked:
         first = next(p for p in cell.problems if p["severity"] == "error")
         return CellResult(**base, outcome="skipped", summary=f"not launched: {first['id']}: {first['message']}; fix: {first['fix']}",
@@ -265,18 +271,50 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     _fresh(cell.dir)
     log = cell.dir / "server.log"
     with open_backend(cell.env.url) as backend:
+        gpu = gpu_names(backend)
         with RunningServer(backend, cell.command, log, limits, progress, redact=cell.redact.text) as server:
             launch = server.wait_ready()
             progress(f"  server {launch.status} after {launch.seconds:.1f} s ({launch.reason})")
             load = outcome_text = None
+            version, double = server_identity(cell.command.base_url) if launch.status == "ready" else (None, False)
+            served = ServedBy(version, double, gpu, socket.gethostname())
             if launch.status == "ready":
+                progress(f"  served by {served.label}")
                 load, outcome_text = _run_load(backend, cell, progress)
     findings = tuple(f.to_dict() for f in triage_file(log))  # the whole log, after stop
     outcome, summary = _outcome(launch, load, outcome_text, findings)
     if server.leftovers:
         summary += f" (WARNING: still running after stop: {', '.join(server.leftovers)})"
     return CellResult(**base, outcome=outcome, summary=summary, startup_s=launch.seconds, load=load,
-                      findings=findings, server_log=log.name, finished=time.time())
+                      findings=findings, server_log=log.name, finished=time.time(), served_by=served)
+
+
+def server_identity(base_url: str) -> tuple[str | None, bool]:
+    """The version a ready server reports (/server_info; /get_server_info before 0.5.10), and
+    whether it says it is envmgr's test double. (None, False) when it does not answer."""
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            with urllib.request.urlopen(base_url + path, timeout=10) as response:  # noqa: S310 - our server
+                info = json.loads(response.read(4 << 20))
+        except (OSError, ValueError):
+            continue
+        if isinstance(info, dict):
+            version = info.get("version")
+            return (str(version) if version is not None else None), bool(info.get("envmgr_test_double"))
+    return None, False
+
+
+def gpu_names(backend) -> str | None:
+    """The GPUs nvidia-smi lists in the environment ("NVIDIA H200", "8 x NVIDIA RTX PRO 6000 ...")."""
+    try:
+        result = backend.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], timeout=30)
+    except BackendError:
+        return None
+    names = [n.strip() for n in result.stdout.splitlines() if n.strip()] if result.ok else []
+    if not names:
+        return None
+    kinds = sorted(set(names))
+    return ", ".join(f"{names.count(k)} x {k}" if names.count(k) > 1 else k for k in kinds)
 
 
 def _run_load(backend, cell: Cell, progress: Progress) -> tuple[LoadResult | None, str]:

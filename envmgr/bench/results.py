@@ -62,6 +62,27 @@ class EnvInfo:
 
 
 @dataclass(frozen=True)
+class ServedBy:
+    """What really served a cell: the server's own version (its /server_info), whether it was
+    envmgr's SGLang test double, the GPU(s) nvidia-smi named in the environment, the host."""
+
+    server_version: str | None = None
+    test_double: bool = False
+    gpu: str | None = None
+    host: str = ""
+
+    @property
+    def label(self) -> str:
+        server = ("envmgr's SGLang TEST DOUBLE (no model ran)" if self.test_double
+                  else f"sglang {self.server_version}" if self.server_version else "server version unknown")
+        return f"{server} on {self.gpu or 'an unnamed GPU'} ({self.host or 'unknown host'})"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> ServedBy | None:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data}) if data else None
+
+
+@dataclass(frozen=True)
 class CellResult:
     env: EnvInfo
     config: str
@@ -76,6 +97,8 @@ class CellResult:
     server_log: str = ""  # relative to the cell directory
     started: float = 0.0  # epoch seconds
     finished: float = 0.0
+    served_by: ServedBy | None = None  # None: not launched, or recorded before envmgr kept it
+    load_params: dict[str, Any] = field(default_factory=dict)  # benchmarks.load as run
 
     @property
     def ok(self) -> bool:
@@ -109,6 +132,8 @@ class CellResult:
             server_log=data.get("server_log", ""),
             started=data.get("started", 0.0),
             finished=data.get("finished", 0.0),
+            served_by=ServedBy.from_dict(data.get("served_by")),
+            load_params=dict(data.get("load_params") or {}),
         )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import signal
 import string
 from collections import deque
 from dataclasses import dataclass, field
@@ -379,16 +380,47 @@ def driver_cuda(values: dict[str, Value]) -> dict[str, Value]:
     return {"driver_cuda": f"{found // 1000}.{(found % 1000) // 10}"}
 
 
+def exit_signal(values: dict[str, Value]) -> dict[str, Value]:
+    """A negative exit code is the signal that ended the process: -9 -> SIGKILL, and why."""
+    code = values.get("exit_code")
+    if not isinstance(code, int) or code >= 0:
+        return {}
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return {}
+    derived: dict[str, Value] = {"exit_signal": f"killed by {name}"}
+    if name == "SIGKILL":
+        derived["exit_signal_fix"] = (
+            "find who sent SIGKILL: the kernel's OOM killer logs `Out of memory: Killed process "
+            f"{values.get('pid')}` (`dmesg -T | grep -i kill`, `journalctl -k`): give the host more "
+            "RAM or lower what the server keeps in it (fewer --tokenizer-worker-num, a smaller "
+            "--max-running-requests); otherwise a supervisor or an operator killed it.")
+    elif name == "SIGSEGV" or name == "SIGBUS" or name == "SIGABRT":
+        derived["exit_signal_fix"] = (
+            f"the process crashed ({name}) in native code: read its last lines above, and check "
+            "that the kernel packages (sglang-kernel, flashinfer) match this torch and CUDA.")
+    return derived
+
+
+def http_port_of_grpc(values: dict[str, Value]) -> dict[str, Value]:
+    """SGLang 0.5.11 derives grpc_port = port + 10000: the HTTP port it was given."""
+    grpc = values.get("grpc_port")
+    return {"http_port": grpc - 10000} if isinstance(grpc, int) and grpc > 10000 else {}
+
+
 def _number(value: Value | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
 # Derived sentences for the fix templates; they are not values read from the log.
-PROSE = frozenset({"sizing", "no_room"})
+PROSE = frozenset({"sizing", "no_room", "exit_signal_fix"})
 
 COMPUTE: dict[str, Callable[[dict[str, Value]], dict[str, Value]]] = {
     "kv_pool_sizing": kv_pool_sizing,
     "driver_cuda": driver_cuda,
+    "exit_signal": exit_signal,
+    "http_port_of_grpc": http_port_of_grpc,
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -81,9 +82,24 @@ class Row:
 
 
 @dataclass(frozen=True)
+class RunInfo:
+    """What a column's cells really ran on, from their records: never the spec's word for it."""
+
+    served_by: tuple[str, ...]  # ServedBy.label of each distinct server ("... TEST DOUBLE ...")
+    dates: str  # first and last start, UTC
+    load: tuple[str, ...]  # each distinct benchmarks.load as run
+    test_double: bool  # any cell of the column was served by the test double
+
+    @property
+    def lines(self) -> list[str]:
+        return [*self.served_by, *(f"load: {text}" for text in self.load), *([self.dates] if self.dates else [])]
+
+
+@dataclass(frozen=True)
 class Comparison:
     envs: tuple[EnvInfo, ...]  # the columns, by generation then label
     rows: tuple[Row, ...]  # configs in first-seen order
+    runs: tuple[RunInfo, ...] = ()  # one per column
 
     @property
     def baseline(self) -> str | None:
@@ -107,7 +123,24 @@ def comparison(cells: Iterable[CellResult]) -> Comparison:
             latest[key] = cell
     columns = tuple(sorted(envs.values(), key=lambda e: (e.generation is None, e.generation or 0, e.label)))
     rows = tuple(_row(config, [latest.get((env.label, config)) for env in columns]) for config in configs)
-    return Comparison(envs=columns, rows=rows)
+    runs = tuple(_run_info([c for (label, _), c in latest.items() if label == env.label]) for env in columns)
+    return Comparison(envs=columns, rows=rows, runs=runs)
+
+
+def _run_info(cells: list[CellResult]) -> RunInfo:
+    served = [c.served_by for c in cells if c.served_by is not None]
+    starts = sorted(c.started for c in cells if c.started)
+    stamp = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
+    dates = "" if not starts else stamp(starts[0]) if stamp(starts[0]) == stamp(starts[-1]) \
+        else f"{stamp(starts[0])} - {stamp(starts[-1])}"
+    loads = list(dict.fromkeys(_load_text(c.load_params) for c in cells if c.load_params))
+    return RunInfo(served_by=tuple(dict.fromkeys(s.label for s in served)), dates=dates,
+                   load=tuple(loads), test_double=any(s.test_double for s in served))
+
+
+def _load_text(p: dict[str, Any]) -> str:
+    return (f"{p.get('num_prompts')} {p.get('dataset')} prompts, {p.get('input_len')} -> "
+            f"{p.get('output_len')} tokens, concurrency {p.get('max_concurrency')}")
 
 
 def _row(config: str, results: list[CellResult | None]) -> Row:
@@ -204,10 +237,13 @@ def render_terminal(comp: Comparison, console: Console | None = None) -> None:
     console = console or rich_console()
     table = Table(title="output throughput by config and environment", show_lines=True)
     table.add_column("config", style="bold")
-    for env in comp.envs:
+    for index, env in enumerate(comp.envs):
         heading = Text(env.label, style="bold")
         for name, version in env.versions.items():  # one per line keeps the columns narrow
             heading.append(f"\n{name} {version}", style="dim")
+        run = comp.runs[index] if index < len(comp.runs) else None
+        for line in run.lines if run else ():
+            heading.append(f"\n{line}", style="bold yellow" if "TEST DOUBLE" in line else "dim")
         table.add_column(heading)
     for row in comp.rows:
         table.add_row(Text(row.config), *(_terminal_cell(row, i, cell) for i, cell in enumerate(row.cells)))
@@ -247,6 +283,7 @@ th, td { border: 1px solid #c8c8c8; padding: .5em .7em; vertical-align: top; tex
 td { width: 26em; }
 thead th { background: #f2f2f2; }
 .meta { font-weight: normal; color: #555; font-size: .85em; }
+.double { color: #8a4b00; font-weight: bold; }
 .num { font-size: 1.3em; font-weight: bold; }
 .best .num::after { content: " \\2605"; color: #b07800; }
 .ratio { color: #555; }
@@ -278,6 +315,7 @@ and its fix.</p>
 <div class="meta">spec {{ env.spec }}{% if env.generation is not none %}, generation {{ env.generation }}{% endif %}</div>
 <div class="meta">{{ env.backend }}</div>
 {% for name, version in env.versions.items() %}<div class="meta">{{ name }} {{ version }}</div>{% endfor %}
+{% if comp.runs %}{% for line in comp.runs[loop.index0].lines %}<div class="meta{{ ' double' if 'TEST DOUBLE' in line else '' }}">{{ line }}</div>{% endfor %}{% endif %}
 </th>
 {% endfor %}
 </tr></thead>

@@ -101,6 +101,31 @@ def test_a_silent_server_is_hung_after_the_stall_limit(tmp_path):
     assert_torn_down(server)
 
 
+def test_our_own_health_polls_in_the_log_do_not_keep_a_hung_server_alive(tmp_path):
+    """The real 0.5.11 server logs an access line for each /health_generate 503; before, those
+    lines reset the stall timer and a warmup that never finished became a 300 s timeout."""
+    limits = Limits(startup_s=40, stall_s=4, grace_s=5, settle_s=1.0, poll_max_s=0.5)
+    started = time.monotonic()
+    with launch(tmp_path, command("warmup_hang"), limits) as server:
+        result = server.wait_ready()
+    assert result.status == "hung", result
+    assert time.monotonic() - started < 25  # the stall limit after the last real line, not 40 s
+    log = (tmp_path / "server.log").read_text()
+    assert log.count('"GET /health_generate HTTP/1.1" 503') >= 3  # the polls went on meanwhile
+    assert "/health_generate" not in result.reason  # the last REAL line is named
+    assert "model_info" in result.reason or "Uvicorn" in result.reason, result.reason
+    assert_torn_down(server)
+
+
+def test_a_crash_reports_the_real_exit_code_and_the_last_line(tmp_path):
+    with launch(tmp_path, command("crash_exit")) as server:
+        result = server.wait_ready()
+    assert result.status == "crashed"
+    assert result.returncode == -9, result
+    assert "killed by SIGKILL" in result.reason and "None" not in result.reason
+    assert result.last_line and result.last_line != "nothing"
+
+
 def test_startup_limit_is_a_timeout(tmp_path):
     limits = Limits(startup_s=1.5, stall_s=60, grace_s=5)
     with launch(tmp_path, command("hang"), limits) as server:

@@ -81,6 +81,11 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     assert by_config["typo"].outcome == "skipped"
     assert "--moe-a2a-backend" in by_config["typo"].summary  # did you mean
     assert any("Load weight end" in line for line in lines)  # progress shows the server's milestones
+    # what served it is recorded from the server itself, not from the spec
+    served = by_config["baseline"].served_by
+    assert served.test_double and served.server_version == "0.5.9" and served.host
+    assert by_config["baseline"].load_params["num_prompts"] == 8
+    assert by_config["typo"].served_by is None  # never launched
 
     # sglang 0.5.15 (cuda13.yaml) also wants --enable-dp-attention for FlashInfer A2A: not launched.
     assert on_new["baseline"].outcome == "ok"
@@ -115,6 +120,7 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     written = write_report(recorded, tmp_path / "report")
     html = written["html"].read_text() if "html" in written else (tmp_path / "report" / "report.html").read_text()
     assert "kv_pool_oom" in html and "a2a-flashinfer-needs-dp-attention" in html
+    assert "TEST DOUBLE" in html and "load: 4 random-ids prompts" in html
 
 
 def test_interrupt_stops_the_server_and_leaves_the_cell_to_redo(setup):

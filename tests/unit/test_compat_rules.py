@@ -170,6 +170,8 @@ CASES: dict[str, tuple] = {
     "parallel-exceeds-gpus": (cfg({"--tp-size": 16}),
                               cfg({"--tp-size": 4, "--pp-size": 2})),
     "ep-must-divide-tp": (cfg({"--ep-size": 3}), cfg({"--ep-size": 8})),
+    # a free port from the OS (60311) killed a real 0.5.11 server: SGLANG_GRPC_PORT (70311)
+    "port-leaves-no-grpc-port": (cfg({"--port": 60311}), cfg({"--port": 60311}, {"SGLANG_GRPC_PORT": "40000"})),
     # asked of the environment (the bench): what it can import decides
     "feature-package-missing": (cfg({"--moe-a2a-backend": "deepep"}), cfg({"--moe-a2a-backend": "deepep"}),
                                 frozenset({"flashinfer"}), frozenset({"deep_ep", "flashinfer"})),

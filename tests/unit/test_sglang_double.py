@@ -156,7 +156,8 @@ def test_every_scenario_log_has_the_sections_its_flow_plays(name):
     needed = {"launch", "scheduler"} | {
         "serve": {"kv_oom", "memory_pool", "uvicorn", "ready", "sigquit", "shutdown"},
         "crash_stay": {"kv_oom", "memory_pool", "crash", "sigquit"},
-        "crash_exit": {"crash", "sigquit"}, "hang": set()}[scenario.flow]
+        "crash_exit": {"crash", "sigquit"}, "hang": set(),
+        "warmup_hang": {"memory_pool", "uvicorn", "shutdown"}}[scenario.flow]
     assert needed <= sections.keys()
 
 

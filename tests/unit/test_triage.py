@@ -95,6 +95,13 @@ def test_malformed_signature_data_is_a_knowledge_base_error(bad, words):
     ("cuda_oom_mygirlgpt_11.log", "cuda_oom", "CUDA out of memory"),
     ("cuda_oom_moss_ttsd_71_sglang.log", "cuda_oom", "CUDA out of memory"),
     ("kv_pool_oom_h200_sglang_0.5.11.log", "kv_pool_oom", "Not enough memory"),
+    # real sglang 0.5.11 on the H200 (docs/evidence/h200-sglang): each failure provoked on purpose
+    ("not_enough_gpus_h200_sglang_0.5.11_tp2.log", "not_enough_gpus", "invalid device ordinal"),
+    ("feature_package_missing_h200_sglang_0.5.11_deepep.log", "feature_package_missing", "DeepEP is not installed"),
+    ("grpc_port_h200_sglang_0.5.11_port60311.log", "grpc_port_out_of_range", "SGLANG_GRPC_PORT (70311)"),
+    ("model_path_missing_h200_sglang_0.5.11.log", "model_path_missing", "Repo id must be in the form"),
+    ("server_args_rejected_h200_sglang_0.5.11.log", "server_args_rejected", "sglang serve: error: argument"),
+    ("server_subprocess_died_h200_sglang_0.5.11_sigkill.log", "server_subprocess_died", "crashed with exit code -9"),
     ("symm_mem_keyerror_12_scenario.log", "symm_mem_unsupported_arch", "KeyError: 12"),
     ("ep_expert_location_assert_scenario.log", "ep_expert_location_assert", "AssertionError"),
     ("driver_too_old_yuan_65.log", "driver_too_old", "too old"),
@@ -117,6 +124,34 @@ def test_each_fixture_gives_exactly_its_root_cause_on_the_right_line(name, expec
 @pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("clean_*.log")))
 def test_clean_logs_give_no_finding(name):
     assert triage_text(fixture(name)) == []
+
+
+def test_real_h200_findings_carry_the_values_of_their_log():
+    tp2 = triage_text(fixture("not_enough_gpus_h200_sglang_0.5.11_tp2.log"))[0]
+    assert (tp2.values["tp_size"], tp2.values["gpu_id"]) == (2, 1) and tp2.ranks == ["TP1"]
+    deepep = triage_text(fixture("feature_package_missing_h200_sglang_0.5.11_deepep.log"))[0]
+    assert deepep.values["package"] == "DeepEP" and "DeepEP" in deepep.fix
+    grpc = triage_text(fixture("grpc_port_h200_sglang_0.5.11_port60311.log"))[0]
+    assert grpc.values == {"grpc_port": 70311, "http_port": 60311}
+    missing = triage_text(fixture("model_path_missing_h200_sglang_0.5.11.log"))[0]
+    assert missing.values["model_path"] == "/opt/models/does-not-exist"
+    rejected = triage_text(fixture("server_args_rejected_h200_sglang_0.5.11.log"))[0]
+    assert rejected.values["detail"].startswith("argument --moe-a2a-backend: invalid choice: 'bogus'")
+    killed = triage_text(fixture("server_subprocess_died_h200_sglang_0.5.11_sigkill.log"))[0]
+    assert killed.values["exit_code"] == -9 and "OOM killer" in killed.fix
+
+
+@pytest.mark.parametrize("line", [
+    # an orderly stop (envmgr's SIGTERM) makes the detokenizer exit -15: not a failure
+    "[2026-12-01 08:25:35] Subprocess detokenizer (pid=1459) crashed with exit code -15. Triggering SIGQUIT for cleanup...",
+    # a benign traceback the real server prints while it keeps serving
+    "ModuleNotFoundError: No module named 'openai_harmony'",
+    # the argparse word "error" in a server's own option help
+    "  --enable-error-log ERROR_LOG  where errors go",
+    "sglang serve: warning: argument --foo is deprecated",
+])
+def test_real_look_alikes_stay_quiet(line):
+    assert triage_text(line + "\n") == []
 
 
 def test_clean_logs_end_ready_or_hang_and_are_real_startups():

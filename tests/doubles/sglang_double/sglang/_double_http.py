@@ -59,8 +59,11 @@ class DoubleState:
         # The real one is dataclasses.asdict(server_args) + scheduler_info + internal_states.
         server_args = {k: v for k, v in vars(self.args).items()}
         server_args["mem_fraction_static"] = self.values.get("mem_fraction_static")
+        # envmgr_test_double: the one key the real server never has, so that a result says
+        # which served it (envmgr records it; the report marks such cells)
         return {**server_args, **self.scheduler_info,
-                "internal_states": [{"last_gen_throughput": 0.0}], "version": VERSION}
+                "internal_states": [{"last_gen_throughput": 0.0}], "version": VERSION,
+                "envmgr_test_double": True}
 
     def v1_models(self) -> dict[str, object]:
         card = {"id": self.served_model_name, "object": "model", "created": self.created,

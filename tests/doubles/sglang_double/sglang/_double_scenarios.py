@@ -37,7 +37,7 @@ GRAPH_MEM_PER_BS_GB = 0.02  # invented: 52 captured sizes ~ 1.04 GB, as in sglan
 class Scenario:
     name: str
     log: str
-    flow: str  # "serve" | "crash_stay" | "crash_exit" | "hang"
+    flow: str  # "serve" | "crash_stay" | "crash_exit" | "hang" | "warmup_hang"
     # mem_fraction_static when the launch passes none: SGLang's auto value, except where the
     # scenario's launch passed one (EP launch 2 ran with --mem-fraction-static 0.92).
     default_fraction: float = DEFAULT_MEM_FRACTION_STATIC
@@ -50,6 +50,9 @@ SCENARIOS = {
                                      "crash_stay", default_fraction=0.92),
     "hang": Scenario("hang", "hang.log", "hang"),
     "crash_exit": Scenario("crash_exit", "crash_exit.log", "crash_exit"),
+    # sglang 0.5.11 with --moe-a2a-backend flashinfer on one H200: HTTP up, the warmup
+    # request never answered, /health_generate 503 (and its access line) every poll
+    "warmup_hang": Scenario("warmup_hang", "ready.log", "warmup_hang"),
 }
 
 

@@ -164,6 +164,10 @@ class Launcher:
         self.state.scheduler_info = info
         self.play("uvicorn")
         self.state.phase = "starting"
+        if self.scenario.flow == "warmup_hang":
+            self._model_info()
+            while True:  # the warmup /generate never comes back; uvicorn keeps answering 503
+                time.sleep(3600)
         try:
             self._warmup()
         except Exception:  # http_server.py: log it, then kill_process_tree(os.getpid())
@@ -204,10 +208,14 @@ class Launcher:
             self.state.log(f"{stamp()} Exit code: {self.child.exitcode}")
             sys.exit(1)
 
-    def _warmup(self) -> None:
+    def _model_info(self) -> None:
         url = f"http://{self.args.host}:{self.args.port}"
         with urllib.request.urlopen(url + "/get_model_info", timeout=5) as res:
             json.load(res)
+
+    def _warmup(self) -> None:
+        url = f"http://{self.args.host}:{self.args.port}"
+        self._model_info()
         body = json.dumps({"sampling_params": {"temperature": 0, "max_new_tokens": 8},
                            "text": "The capital city of France is"}).encode()
         req = urllib.request.Request(url + "/generate", data=body,
