@@ -128,7 +128,9 @@ def comparison(cells: Iterable[CellResult]) -> Comparison:
 
 
 def _run_info(cells: list[CellResult]) -> RunInfo:
-    served = [c.served_by for c in cells if c.served_by is not None]
+    launched = [c.served_by for c in cells if c.served_by is not None]
+    # a cell that never got ready could not ask the server its version: the others say it
+    served = [s for s in launched if s.server_version or s.test_double] or launched
     starts = sorted(c.started for c in cells if c.started)
     stamp = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
     dates = "" if not starts else stamp(starts[0]) if stamp(starts[0]) == stamp(starts[-1]) \

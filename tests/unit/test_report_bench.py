@@ -347,3 +347,35 @@ def test_png_and_html_survive_an_empty_or_all_failed_matrix(tmp_path):
         paths = write_report(cells, tmp_path / name)
         assert paths["png"].read_bytes().startswith(PNG_MAGIC)
         assert "<table>" in paths["html"].read_text(encoding="utf-8")
+
+
+# --- results recorded against the REAL server (fixtures/bench/results_h200_sglang_0.5.11) -------
+
+REAL = FIXTURES / "bench" / "results_h200_sglang_0.5.11"
+
+
+def test_real_results_say_what_served_them():
+    comp = comparison(results_under(REAL))
+    [run] = comp.runs
+    # the crashed cell never could ask the server: the ok cells' answer is the column's
+    assert run.served_by == ("sglang 0.5.11 on NVIDIA H200 (vm)",) and not run.test_double
+    assert run.load == ("64 random-ids prompts, 128 -> 32 tokens, concurrency 8",)
+    assert run.dates.startswith("2026-12-01")
+    text = terminal_text(comp)
+    assert "sglang 0.5.11 on NVIDIA H200" in text and "TEST DOUBLE" not in text
+    assert "crashed: kv_pool_oom" in text and "skipped: parallel-exceeds-gpus" in text
+
+
+def test_a_double_served_column_is_marked_in_every_format(tmp_path):
+    from envmgr.bench.results import ServedBy
+
+    served = ServedBy(server_version="0.5.9", test_double=True, gpu=None, host="ci")
+    cell = replace(ok(env("gen 1 x", 1), "baseline", 50.0), served_by=served,
+                   load_params={"dataset": "random-ids", "num_prompts": 8, "input_len": 64,
+                                "output_len": 16, "max_concurrency": 4})
+    comp = comparison([cell])
+    assert comp.runs[0].test_double
+    assert "TEST DOUBLE" in terminal_text(comp)
+    html = write_html(comp, tmp_path / "r.html", png=None).read_text()
+    assert "TEST DOUBLE" in html and "8 random-ids prompts, 64 -&gt; 16 tokens" in html
+    assert json.loads(json.dumps(comp.to_dict()))["runs"][0]["test_double"] is True
