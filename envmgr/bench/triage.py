@@ -240,21 +240,25 @@ def _round_up(value: float, step: float = 0.01) -> float:
 
 MAX_MEM_FRACTION = 0.95  # above this there is no headroom left for activations at all
 KV_SHARE = 0.5           # fallback: the KV pool gets half of what is free after the weights
-# SGLang takes its "before" reading (pre_model_load_memory, end of init_torch_distributed) before
-# allocations it never logs; "Load weight begin. avail mem" comes after them. Measured on sglang
-# 0.5.11, one H200, TP 1: two launches (0.3 -> 43,659,564 KV tokens, 0.001 -> 18,979, 1024 bytes a
-# token) solve rest = post - pre*(1-f) for pre = 139.20 GB, against 139.13 logged
-# (docs/evidence/h200-sglang/). Without it the boundary came out 0.0003; the real one is ~0.00087.
-UNLOGGED_BEFORE_WEIGHTS_GB = 0.07
+# SGLang's two readings are not the ones it logs: "before" (pre_model_load_memory, end of
+# init_torch_distributed) comes before allocations made ahead of "Load weight begin", and
+# "after" (at the pool's sizing) after allocations made since "Load weight end". Measured on
+# sglang 0.5.11, one H200, TP 1: launches at 0.3 (43,659,564 KV tokens) and 0.001 (18,979),
+# 1024 bytes a token, solve rest = after - before*(1-f) for before = 139.19 GB and after =
+# 139.07 GB, against 139.13 and 139.09 logged (docs/evidence/h200-sglang/). Without these terms
+# the boundary came out 0.0003, below a value that failed (0.0006); the real one is 0.00087.
+UNLOGGED_BEFORE_WEIGHTS_GB = 0.06
+UNLOGGED_AFTER_WEIGHTS_GB = 0.02
 
 
 def kv_pool_sizing(values: dict[str, Value]) -> dict[str, Value]:
     """SGLang's sizing (0.5.11 ``_profile_available_bytes``), solved for mem_fraction_static.
 
     rest = post_load - pre_load * (1 - mem_fraction_static). ``post_load`` is the memory free
-    after the weights ("Load weight end ... avail mem", lowest rank); ``pre_load`` is the memory
-    free before them ("Load weight begin. avail mem"; else avail + mem usage of "Load weight
-    end") plus ``UNLOGGED_BEFORE_WEIGHTS_GB``. rest <= 0 is this failure; the smallest working
+    after the weights ("Load weight end ... avail mem", lowest rank) minus
+    ``UNLOGGED_AFTER_WEIGHTS_GB``; ``pre_load`` is the memory free before them ("Load weight
+    begin. avail mem"; else avail + mem usage of "Load weight end") plus
+    ``UNLOGGED_BEFORE_WEIGHTS_GB``. rest <= 0 is this failure; the smallest working
     value is 1 - post/pre. The suggestion keeps as headroom what SGLang's own default reserves
     for activations and CUDA graphs (``sglang_reserve_gb``, from the logged server_args), rounded
     down to 0.01 so the headroom is at least that; when the weights leave less than that reserve,
@@ -275,10 +279,11 @@ def kv_pool_sizing(values: dict[str, Value]) -> dict[str, Value]:
     if not (0 < fraction <= 1 and 0 < available <= total):
         return derived  # numbers that cannot come from one sane launch: no arithmetic on them
     pre = total + UNLOGGED_BEFORE_WEIGHTS_GB
+    post = max(available - UNLOGGED_AFTER_WEIGHTS_GB, 0.01)
     reserved = pre * (1 - fraction)
-    minimum = 1 - available / pre
-    derived.update(pre_load_gb=round(pre, 2), reserved_gb=round(reserved, 2),
-                   kv_pool_gb=round(available - reserved, 2), min_mem_fraction_static=round(minimum, 5))
+    minimum = 1 - post / pre
+    derived.update(pre_load_gb=round(pre, 2), post_load_gb=round(post, 2), reserved_gb=round(reserved, 2),
+                   kv_pool_gb=round(post - reserved, 2), min_mem_fraction_static=round(minimum, 5))
     if minimum >= MAX_MEM_FRACTION:
         derived["no_room"] = (
             f"no --mem-fraction-static fixes this: the weights leave only {display(available)} GB "
@@ -289,15 +294,15 @@ def kv_pool_sizing(values: dict[str, Value]) -> dict[str, Value]:
     reserve = sglang_reserve_gb(values)
     if reserve is not None:
         derived["sglang_reserve_gb"] = round(reserve, 2)
-    if reserve is not None and available - reserve > 0:
+    if reserve is not None and post - reserve > 0:
         suggested = min(_round_down(1 - reserve / pre), MAX_MEM_FRACTION)
         basis = "reserve"
     else:
-        suggested = min(_round_up(1 - available * (1 - KV_SHARE) / pre), MAX_MEM_FRACTION)
+        suggested = min(_round_up(1 - post * (1 - KV_SHARE) / pre), MAX_MEM_FRACTION)
         basis = "half"
     suggested = max(suggested, _round_up(minimum + 0.005))  # never at the boundary itself
     derived["suggested_mem_fraction_static"] = suggested
-    derived["sizing"] = _sizing_text(values, fraction, available, total, pre, reserved, minimum,
+    derived["sizing"] = _sizing_text(values, fraction, available, total, pre, post, reserved, minimum,
                                      suggested, reserve, basis)
     return derived
 
@@ -332,19 +337,20 @@ def sglang_reserve_gb(values: dict[str, Value]) -> float | None:
 
 
 def _sizing_text(values: dict[str, Value], fraction: float, available: float, total: float, pre: float,
-                 reserved: float, minimum: float, suggested: float, reserve: float | None, basis: str) -> str:
+                 post: float, reserved: float, minimum: float, suggested: float, reserve: float | None,
+                 basis: str) -> str:
     d = display
-    new_pool = available - pre * (1 - suggested)
+    new_pool = post - pre * (1 - suggested)
     headroom = pre * (1 - suggested)
     text = (f"after the weights {d(available)} GB per GPU are free (lowest rank). SGLang 0.5.11 gives "
-            f"the KV pool what is free after the weights minus before*(1-mem_fraction_static), where "
-            f"'before' is {d(round(pre, 2))} GB (the logged {d(total)} GB plus "
-            f"~{d(UNLOGGED_BEFORE_WEIGHTS_GB)} GB it measures before logging, measured on 0.5.11): "
-            f"{d(available)} - {d(round(reserved, 2))} = {d(round(available - reserved, 2))} GB. "
-            f"Any value above about {d(round(minimum, 4))} (= 1 - {d(available)}/{d(round(pre, 2))}; "
-            f"the log rounds to 0.01 GB, so within ~0.0001 of it the outcome is uncertain) makes it "
-            f"positive. {d(suggested)} gives the pool {d(round(new_pool, 2))} GB and keeps "
-            f"{d(round(headroom, 2))} GB of headroom")
+            f"the KV pool after - before*(1-mem_fraction_static), from readings it takes around the "
+            f"ones it logs: before = {d(round(pre, 2))} GB (logged {d(total)} + "
+            f"{d(UNLOGGED_BEFORE_WEIGHTS_GB)}), after = {d(round(post, 2))} GB (logged {d(available)} - "
+            f"{d(UNLOGGED_AFTER_WEIGHTS_GB)}; both terms measured on 0.5.11): {d(round(post, 2))} - "
+            f"{d(round(reserved, 2))} = {d(round(post - reserved, 2))} GB. Any value above about "
+            f"{d(round(minimum, 4))} (= 1 - after/before; the log rounds to 0.01 GB, so within "
+            f"~0.0001 of it the outcome is uncertain) makes it positive. {d(suggested)} gives the "
+            f"pool {d(round(new_pool, 2))} GB and keeps {d(round(headroom, 2))} GB of headroom")
     if basis == "reserve":
         text += (f", at least the {d(round(reserve or 0, 2))} GB SGLang's own default reserves for "
                  f"activations and CUDA graphs with these server arguments")
@@ -414,7 +420,7 @@ def _number(value: Value | None) -> float | None:
 
 
 # Derived sentences for the fix templates; they are not values read from the log.
-PROSE = frozenset({"sizing", "no_room", "exit_signal_fix"})
+PROSE = frozenset({"sizing", "no_room", "exit_signal_fix", "piecewise_cuda_graph_tokens"})
 
 COMPUTE: dict[str, Callable[[dict[str, Value]], dict[str, Value]]] = {
     "kv_pool_sizing": kv_pool_sizing,

@@ -255,8 +255,8 @@ def _real_path(loc: tuple, data: Any) -> Path_:
     out: list = []
     node = data
     for part in loc:
-        if part == "[key]":
-            break
+        if part == "[key]" and not (isinstance(node, dict) and part in node):
+            break  # pydantic's marker for "a key of this mapping" (unless a key is named so)
         if isinstance(node, dict) and part in node:
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and part < len(node):

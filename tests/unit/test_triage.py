@@ -19,6 +19,7 @@ from envmgr.bench.triage import (
     Triage,
     clean_line,
     display,
+    UNLOGGED_AFTER_WEIGHTS_GB,
     UNLOGGED_BEFORE_WEIGHTS_GB,
     kv_pool_sizing,
     sglang_reserve_gb,
@@ -273,19 +274,21 @@ def test_scenario_kv_pool_values_and_suggestion():
     assert v["mem_fraction_static"] == pytest.approx(0.778734296875)
     assert v["avail_after_weights_gb"] == 16.3      # lowest rank (TP3)
     assert v["total_gb"] == 94.43                   # lowest "Load weight begin"
-    pre = 94.43 + UNLOGGED_BEFORE_WEIGHTS_GB       # what SGLang measured before it logged
+    pre = 94.43 + UNLOGGED_BEFORE_WEIGHTS_GB       # SGLang's readings around the logged ones
+    post = 16.3 - UNLOGGED_AFTER_WEIGHTS_GB
     assert v["pre_load_gb"] == pytest.approx(pre, abs=0.005)
-    # rest = available_after_weights - pre * (1 - mem_fraction_static)
-    rest = 16.3 - pre * (1 - 0.778734296875)
+    assert v["post_load_gb"] == pytest.approx(post, abs=0.005)
+    # rest = post_load - pre_load * (1 - mem_fraction_static)
+    rest = post - pre * (1 - 0.778734296875)
     assert v["kv_pool_gb"] == pytest.approx(rest, abs=0.01) and rest < 0
-    assert v["min_mem_fraction_static"] == pytest.approx(1 - 16.3 / pre, abs=1e-5)
+    assert v["min_mem_fraction_static"] == pytest.approx(1 - post / pre, abs=1e-5)
     # this log shows no server_args, so SGLang's own reserve is unknown: half of the free
-    # memory to the pool, 1 - 16.3 * 0.5 / 94.5 = 0.9138 -> 0.92, and the text says so
+    # memory to the pool, 1 - 16.28 * 0.5 / 94.49 = 0.9139 -> 0.92, and the text says so
     assert "sglang_reserve_gb" not in v
     assert v["suggested_mem_fraction_static"] == 0.92
     assert finding.fix.startswith("raise --mem-fraction-static from 0.7787 to 0.92: ")
-    for shown in ("16.3 GB per GPU", "94.5 GB", "-4.61 GB", "0.8275", "8.74 GB", "7.56 GB", "half"):
-        assert shown in finding.fix
+    for shown in ("16.3 GB per GPU", f"{pre:.2f} GB", f"{rest:.2f} GB", f"{1 - post / pre:.4f}", "half"):
+        assert shown in finding.fix, shown
     # The operator's second launch used 0.92 and got past the memory pool (SCENARIO.md).
 
 
@@ -329,7 +332,7 @@ def test_inferencex_minimum_matches_sglangs_own_figure_and_is_capped():
     [finding] = triage_text(fixture("kv_pool_oom_inferencex_2128.log"))
     v = finding.values
     assert v["total_gb"] == pytest.approx(12.25 + 125.65)  # no "Load weight begin": avail + usage
-    assert v["min_mem_fraction_static"] == pytest.approx(0.9112, abs=1e-4)  # SGLang said 0.9113
+    assert v["min_mem_fraction_static"] == pytest.approx(0.9113, abs=1e-4)  # SGLang said 0.9113
     assert v["suggested_mem_fraction_static"] == 0.95
     assert finding.fix.startswith("raise --mem-fraction-static from 0.88 to 0.95: ")
 
@@ -350,9 +353,9 @@ def test_kv_pool_with_only_the_fraction_steps_it_up():
 def test_kv_pool_tokens_estimate_from_a_logged_kv_size():
     values = kv_pool_sizing({"mem_fraction_static": 0.8, "avail_after_weights_gb": 20.0,
                              "total_gb": 80.0, "kv_tokens": 100_000, "kv_size_gb": 5.0})
-    # 1 - 20 * 0.5 / 80.07 = 0.8751 -> 0.88; pool 20 - 80.07*0.12 = 10.39 GB at 5e-5 GB/token
+    # 1 - 19.98 * 0.5 / 80.06 = 0.8752 -> 0.88; pool 19.98 - 80.06*0.12 = 10.37 GB at 5e-5 GB/token
     assert values["suggested_mem_fraction_static"] == 0.88
-    assert "about 207,832 tokens" in values["sizing"]
+    assert "about 207,456 tokens" in values["sizing"]
 
 
 def test_weights_filling_the_gpu_get_no_fraction_suggestion():
