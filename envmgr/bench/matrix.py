@@ -286,7 +286,8 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     if server.leftovers:
         summary += f" (WARNING: still running after stop: {', '.join(server.leftovers)})"
     return CellResult(**base, outcome=outcome, summary=summary, startup_s=launch.seconds, load=load,
-                      findings=findings, server_log=log.name, finished=time.time(), served_by=served)
+                      findings=findings, server_log=log.name, finished=time.time(), served_by=served,
+                      verdict_after_line_s=launch.detected_after_s)
 
 
 def server_identity(base_url: str) -> tuple[str | None, bool]:

@@ -92,6 +92,7 @@ class CellResult:
     server_env: dict[str, str] = field(default_factory=dict)  # the config's env vars
     load_argv: tuple[str, ...] = ()
     startup_s: float | None = None  # launch to ready (or to the crash)
+    verdict_after_line_s: float | None = None  # the deciding log line's arrival to the verdict
     load: LoadResult | None = None
     findings: tuple[dict[str, Any], ...] = ()  # triage findings (Finding.to_dict()), root cause first
     server_log: str = ""  # relative to the cell directory
@@ -127,6 +128,7 @@ class CellResult:
             server_env=dict(data.get("server_env", {})),
             load_argv=tuple(data.get("load_argv", ())),
             startup_s=data.get("startup_s"),
+            verdict_after_line_s=data.get("verdict_after_line_s"),
             load=LoadResult.from_dict(load) if load else None,
             findings=tuple(data.get("findings", ())),
             server_log=data.get("server_log", ""),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from envmgr.backends.local import LocalBackend
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
+from ports import free_port
 
 pytestmark = pytest.mark.gpu
 
@@ -28,12 +28,6 @@ def free_gb() -> float:
 
     free, _ = torch.cuda.mem_get_info()
     return free / 2**30
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate, timeout_s: float = 20.0) -> bool:

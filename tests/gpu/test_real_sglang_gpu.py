@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +39,7 @@ from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
 from envmgr.bench.results import read_result
 from envmgr.bench.triage import triage_file
+from ports import free_port
 
 pytestmark = pytest.mark.gpu
 
@@ -76,22 +76,6 @@ def tiny_model(python: Path, arch: str) -> Path:
         subprocess.run([str(python), str(KIT / "make_tiny_model.py"), str(path), "--arch", arch,
                         "--tokenizer-dir", str(MODELS / "tok")], check=True, env={**os.environ, **OFFLINE})
     return path
-
-
-def free_port() -> int:
-    """A free port of 55535 or lower: sglang 0.5.11 derives its gRPC port as port + 10000 and
-    dies on anything past 65535 (an OS-chosen 60311 did, 2026-12-01: grpc_port_out_of_range)."""
-    import random
-
-    for _ in range(200):
-        port = random.randint(20000, 55535)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port below 55536")
 
 
 def evidence(name: str, data: object) -> None:

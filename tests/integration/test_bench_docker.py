@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import secrets
-import socket
 import tarfile
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from envmgr.backends.docker import DockerBackend
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
+from ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # about 20 s: the double's image build, a matrix with load
 
@@ -38,12 +38,6 @@ def double_image(docker_client, base_image, built_images) -> str:
     context.seek(0)
     docker_client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True)
     return tag
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def running_containers(docker_client, image: str) -> list:

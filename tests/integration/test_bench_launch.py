@@ -16,15 +16,10 @@ from envmgr.backends.local import LocalBackend
 from envmgr.backends.service import group_members
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import LaunchError, Limits, RunningServer
+from ports import free_port
 
 DOUBLE = Path(__file__).resolve().parents[1] / "doubles" / "sglang_double"
 FAST = Limits(startup_s=60, stall_s=3, grace_s=5, settle_s=1.0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def command(scenario: str, *flags: str, port: int | None = None) -> ServerCommand:

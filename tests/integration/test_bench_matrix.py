@@ -18,16 +18,11 @@ from envmgr.bench.matrix import prepare, run_matrix
 from envmgr.bench.results import read_result
 from envmgr.spec import load_spec
 from envmgr.state import Store
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOUBLE = ROOT / "tests" / "doubles" / "sglang_double"
 BENCH = ROOT / "tests" / "fixtures" / "bench" / "double-bench.yaml"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_generation(store: Store, spec_file: Path, sglang: str) -> int:
@@ -75,6 +70,7 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     assert by_config["baseline"].load.output_throughput > 0
     assert by_config["ep_flashinfer_a2a"].outcome == "crashed"
     assert by_config["ep_flashinfer_a2a"].findings[0]["id"] == "kv_pool_oom"
+    assert by_config["ep_flashinfer_a2a"].verdict_after_line_s < 5  # decided by its log line
     assert "0.92" in by_config["ep_flashinfer_a2a"].summary
     assert by_config["ep_mem092"].outcome == "ok", by_config["ep_mem092"]
     assert by_config["eagle3_hang"].outcome == "hung"

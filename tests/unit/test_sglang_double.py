@@ -11,7 +11,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DOUBLE = REPO / "tests" / "doubles" / "sglang_double"
@@ -38,12 +38,6 @@ RESULT_KEYS = json.loads((BENCH_FIXTURES / "bench_serving_result_keys.json").rea
 
 
 # --- helpers -----------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def double_env(scenario: str = "ready", **extra: str) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(DOUBLE), PYTHONDONTWRITEBYTECODE="1",
