@@ -36,11 +36,14 @@ STACK_FACTS = frozenset({
     "sglang_pin_kernel", "sglang_pin_kernel_package", "sglang_kernel",
     "sglang_kernel_package", "unpinned_stack_packages", "jit_nvcc", "jit_nvcc_major",
     "symm_mem_world_sizes", "observed_arch", "observed_gpu", "nvml_error",
+    "sglang_gates_known", "sglang_symm_mem_majors", "sglang_symm_mem_other_major",
+    "sglang_fusion_majors", "sglang_fusion_refuses_other", "sglang_a2a_runner_backends",
+    "sglang_a2a_needs_dp_attention", "sglang_grpc_port_check",
     "load_dataset", "load_dataset_path",
 })
 CONFIG_FACTS = frozenset({"config", "world_size", "dp_size", "tp_size", "pp_size", "ep_size",
                           "gpus_needed", "parallel_layout", "ep_divides_tp", "missing_feature_modules",
-                          "unlisted_feature_modules"})
+                          "unlisted_feature_modules", "moe_runner_backend"})
 # Also produced: "pkg:<name>" per package, "env:<NAME>" per variable, and per config
 # "--<flag>" plus "flag_<flag_with_underscores>" (for message templates).
 DYNAMIC_PREFIXES = ("pkg:", "env:", "--", "flag_")
@@ -80,6 +83,7 @@ def config_context(stack: Context, spec: Spec, config: str, feature_modules: dic
         or stack["gpu_count"]
     ctx["dp_size"] = _int(_first(flags, "--dp-size", "--data-parallel-size", "--dp")) or 1
     ctx.update(_parallel(flags, ctx["dp_size"]))
+    ctx["moe_runner_backend"] = str(flags.get("--moe-runner-backend", "auto"))  # SGLang's default
     # asked of the real environment: missing; read from the spec: not listed (may come another way)
     absent = _missing_modules(stack, flags, feature_modules or {}, installed_modules)
     ctx["missing_feature_modules" if installed_modules is not None else "unlisted_feature_modules"] = absent
@@ -127,7 +131,6 @@ def _hardware(spec: Spec, tables: dict[str, dict]) -> Context:
         "arch_major": arch_major, "arch_toolkit": tables["arch_toolkit"].get(base),
         "gpu_count": gpu.count, "gpu_model": gpu.model or gpu.arch, "segment": gpu.segment,
         "interconnect": spec.hardware.interconnect,
-        "symm_mem_world_sizes": tables["symm_mem_world_sizes"].get(str(arch_major)),
     }
 
 
@@ -182,6 +185,7 @@ def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
     sglang = pin["sglang"]
     ctx["sglang"] = sglang
     if sglang:
+        ctx.update(_sglang_gates(tables["sglang_releases"], sglang, spec))
         pins = tables["sglang_pins"].get(Version(sglang).public)
         ctx["sglang_pins_known"] = pins is not None
         if pins:
@@ -190,6 +194,29 @@ def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
             ctx["sglang_pin_kernel"] = pins["kernel"]
             ctx["sglang_pin_kernel_package"] = pins["kernel_package"]
     return ctx
+
+
+def _sglang_gates(releases: dict[str, dict], sglang: str, spec: Spec) -> Context:
+    """What the sglang release's own source says (read from its wheel: sglang_releases.yaml)."""
+    version = Version(sglang)
+    gates = releases.get(version.public) or releases.get(version.base_version)
+    if gates is None:
+        return {"sglang_gates_known": False}
+    arch_major = int(re.sub(r"\D", "", spec.hardware.gpu.arch)) // 10
+    table = gates.get("symm_mem_world_sizes") or {}
+    a2a = gates.get("a2a_flashinfer") or {}
+    return {
+        "sglang_gates_known": True,
+        "sglang_symm_mem_majors": sorted(int(m) for m in table) if table else None,
+        # world sizes this GPU's major has in the table; [] for a major the table lacks
+        "symm_mem_world_sizes": table.get(arch_major, table.get(str(arch_major), [])) if table else None,
+        "sglang_symm_mem_other_major": gates.get("symm_mem_other_major"),
+        "sglang_fusion_majors": gates.get("fusion_majors"),
+        "sglang_fusion_refuses_other": gates.get("fusion_refuses_other"),
+        "sglang_a2a_runner_backends": a2a.get("runner_backends"),
+        "sglang_a2a_needs_dp_attention": a2a.get("needs_dp_attention"),
+        "sglang_grpc_port_check": gates.get("grpc_port_check"),
+    }
 
 
 def _observed(facts: Facts) -> Context:

@@ -147,5 +147,34 @@ def parse_knowledge_base(text: str, name: str = "rules.yaml") -> KnowledgeBase:
 
 @functools.lru_cache(maxsize=1)
 def default_knowledge_base() -> KnowledgeBase:
-    """The rules shipped with envmgr (``envmgr/compat/rules.yaml``), parsed once (and cached)."""
-    return load_shipped("envmgr.compat", "rules.yaml", parse_knowledge_base)
+    """The rules shipped with envmgr (``envmgr/compat/rules.yaml``), parsed once (and cached),
+    with the tables read from the sglang wheels (``sglang_releases.yaml``) added."""
+    kb = load_shipped("envmgr.compat", "rules.yaml", parse_knowledge_base)
+    releases = load_shipped("envmgr.compat", "sglang_releases.yaml", parse_releases)
+    return kb.model_copy(update={"tables": {**kb.tables, "sglang_releases": releases,
+                                            "sglang_pins": sglang_pins(releases)}})
+
+
+def parse_releases(text: str, name: str = "sglang_releases.yaml") -> dict[str, dict[str, Any]]:
+    """The per-release gates tools/wheel-facts/extract_sglang.py read from the wheels."""
+    try:
+        data = parse_yaml(text)
+        releases = data["releases"]
+        if not isinstance(releases, dict) or not all(isinstance(r, dict) for r in releases.values()):
+            raise ValueError("releases must map a version to its gates")
+        return {str(version): gates for version, gates in releases.items()}
+    except (yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+        raise KnowledgeBaseError(f"{name}: malformed release data: {exc}",
+                                 hint="rerun tools/wheel-facts/extract_sglang.py") from exc
+
+
+def sglang_pins(releases: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """sglang release -> its exact pins (torch, flashinfer, the kernel package and version)."""
+    table = {}
+    for version, gates in releases.items():
+        pins = gates.get("pins") or {}
+        kernel_package = next((k for k in ("sglang-kernel", "sgl-kernel") if k in pins), None)
+        if "torch" in pins and "flashinfer-python" in pins and kernel_package:
+            table[version] = {"torch": pins["torch"], "flashinfer": pins["flashinfer-python"],
+                              "kernel_package": kernel_package, "kernel": pins[kernel_package]}
+    return table

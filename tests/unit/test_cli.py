@@ -24,12 +24,14 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 def test_validate_cuda13_names_what_cannot_work(capsys):
     rc, out, _ = run(capsys, "validate", str(SPECS / "cuda13.yaml"))
     assert rc == 1
-    assert "allreduce-fusion-sm12x" in out
-    assert "No supported CUDA architectures found for major versions [9, 10]" in out
+    # sglang 0.5.15's own gate refuses fusion on SM120 whatever flashinfer offers (read from
+    # the wheel): no "upgrade flashinfer" dead end
+    assert "allreduce-fusion-sglang-gate" in out and "requires SM90 or SM10X" in out
+    assert "allreduce-fusion-sm12x" not in out
     assert "a2a-flashinfer-needs-dp-attention" in out
     assert "torch-symm-mem-unsupported-arch" in out
     assert "cuda13.yaml:" in out and "cuda128.yaml:" in out  # located in the file that says it
-    assert "source: flashinfer-ai/flashinfer#3903" in out
+    assert "source: sglang layers/flashinfer_comm_fusion.py" in out
 
 
 def test_validate_reports_torch_symm_mem_keyerror_with_fix(capsys):

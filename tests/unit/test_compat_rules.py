@@ -117,7 +117,7 @@ CASES: dict[str, tuple] = {
                                  {"python": {"packages": {"flashinfer-cubin": "0.6.12"}}}),
     "flashinfer-jit-cache-cuda": ({"python": {"packages": {"flashinfer-jit-cache": "0.6.12+cu129"}}},
                                   {"python": {"packages": {"flashinfer-jit-cache": "0.6.12+cu130"}}}),
-    "sglang-pins-unknown": ({"python": {"packages": {"sglang": "0.5.16"}}},
+    "sglang-pins-unknown": ({"python": {"packages": {"sglang": "0.5.99"}}},
                             {"python": {"packages": {"sglang": "0.5.15"}}}),
     "sglang-torch-pin": ({"python": {"packages": {"torch": "2.10.0"}}},
                          {"python": {"packages": {"torch": "2.11.0"}}}),
@@ -133,14 +133,20 @@ CASES: dict[str, tuple] = {
                                 deep_merge(OLD_SGLANG, cfg({"--enable-torch-symm-mem": False}))),
     "torch-symm-mem-unsupported-arch": (cfg({"--enable-torch-symm-mem": True}),
                                         deep_merge(SM90, cfg({"--enable-torch-symm-mem": True}))),
-    "torch-symm-mem-world-size": (deep_merge(SM90, cfg({"--enable-torch-symm-mem": True, "--tp-size": 2})),
-                                  deep_merge(SM90, cfg({"--enable-torch-symm-mem": True, "--tp-size": 4}))),
+    # the wheels' table: 2, 4, 6, 8 on SM90 (FACTS.md had 4, 6, 8: the multimem subset)
+    "torch-symm-mem-world-size": (deep_merge(SM90, cfg({"--enable-torch-symm-mem": True, "--tp-size": 3})),
+                                  deep_merge(SM90, cfg({"--enable-torch-symm-mem": True, "--tp-size": 2}))),
     "torch-symm-mem-needs-p2p": (cfg({"--enable-torch-symm-mem": True}),
                                  deep_merge({"hardware": {"interconnect": "nvlink"}},
                                             cfg({"--enable-torch-symm-mem": True}))),
-    "allreduce-fusion-sm12x": (cfg({"--enable-flashinfer-allreduce-fusion": True}),
-                               deep_merge({"python": {"packages": {"flashinfer-python": "0.6.17"}}},
-                                          cfg({"--enable-flashinfer-allreduce-fusion": True}))),
+    # sglang 0.5.9 has no gate of its own: flashinfer's decides
+    "allreduce-fusion-sm12x": (deep_merge(OLD_SGLANG, cfg({"--enable-flashinfer-allreduce-fusion": True})),
+                               deep_merge(OLD_SGLANG, deep_merge(
+                                   {"python": {"packages": {"flashinfer-python": "0.6.17"}}},
+                                   cfg({"--enable-flashinfer-allreduce-fusion": True})))),
+    # sglang 0.5.15 refuses SM12x itself, whatever flashinfer offers
+    "allreduce-fusion-sglang-gate": (cfg({"--enable-flashinfer-allreduce-fusion": True}),
+                                     deep_merge(SM90, cfg({"--enable-flashinfer-allreduce-fusion": True}))),
     "a2a-flashinfer-needs-cutlass-runner": (
         cfg({"--moe-a2a-backend": "flashinfer", "--enable-dp-attention": True, "--dp-size": 8}),
         cfg({"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass",
@@ -291,3 +297,55 @@ def test_common_flag_reported_once_for_all_configs():
     assert len(hits) == 1
     assert hits[0].configs == ("baseline", "a", "b")
     assert hits[0].field == "benchmarks.server_flags.--cuda-graph-max-bs"
+
+
+# --- release boundaries: the rules agree with what the wheels say (sglang_releases.yaml) --------
+
+RELEASES = default_knowledge_base().tables["sglang_releases"]
+
+
+def at_release(version: str, flags: dict) -> set[str]:
+    return fired(deep_merge({"python": {"packages": {"sglang": version}}}, cfg(flags)))
+
+
+@pytest.mark.parametrize("version", sorted(RELEASES))
+def test_symm_mem_keyerror_fires_exactly_where_the_wheel_indexes_the_table(version):
+    keyerror = RELEASES[version]["symm_mem_other_major"] == "KeyError"
+    rules = at_release(version, {"--enable-torch-symm-mem": True})  # on SM120
+    assert ("torch-symm-mem-keyerror" in rules) is keyerror
+    assert ("torch-symm-mem-unsupported-arch" in rules) is (not keyerror)
+
+
+@pytest.mark.parametrize("version", sorted(RELEASES))
+def test_a2a_rules_follow_each_releases_asserts(version):
+    a2a = RELEASES[version]["a2a_flashinfer"] or {}
+    rules = at_release(version, {"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutedsl"})
+    runners = a2a.get("runner_backends")
+    assert ("a2a-flashinfer-needs-cutlass-runner" in rules) is (runners is not None and "flashinfer_cutedsl" not in runners)
+    assert ("a2a-flashinfer-needs-dp-attention" in rules) is bool(a2a.get("needs_dp_attention"))
+
+
+@pytest.mark.parametrize("version", sorted(RELEASES))
+def test_fusion_on_sm120_is_refused_by_every_release_that_has_the_gate(version):
+    refuses = RELEASES[version]["fusion_refuses_other"] is True
+    rules = at_release(version, {"--enable-flashinfer-allreduce-fusion": True})
+    assert ("allreduce-fusion-sglang-gate" in rules) is refuses
+
+
+def test_corrected_facts_at_their_real_boundaries():
+    """FACTS.md's corrections, from the wheels: KeyError fixed in 0.5.14 (not 0.5.15); FlashInfer
+    A2A needs dp-attention from 0.5.13 (not 0.5.15) and accepts flashinfer_cutedsl from 0.5.13."""
+    symm = {"--enable-torch-symm-mem": True}
+    assert "torch-symm-mem-keyerror" in at_release("0.5.13", symm)
+    assert "torch-symm-mem-keyerror" not in at_release("0.5.14", symm)
+    a2a = {"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass"}
+    assert "a2a-flashinfer-needs-dp-attention" not in at_release("0.5.12", a2a)
+    assert "a2a-flashinfer-needs-dp-attention" in at_release("0.5.13", a2a)
+    cutedsl = {**a2a, "--moe-runner-backend": "flashinfer_cutedsl", "--enable-dp-attention": True, "--dp-size": 8}
+    assert "a2a-flashinfer-needs-cutlass-runner" in at_release("0.5.12", cutedsl)
+    assert "a2a-flashinfer-needs-cutlass-runner" not in at_release("0.5.13", cutedsl)
+    # fusion on SM120: refused by sglang itself from 0.5.14 through the newest release read
+    fusion = {"--enable-flashinfer-allreduce-fusion": True}
+    newest = max(RELEASES, key=lambda v: tuple(int(x) for x in v.split(".")))
+    assert "allreduce-fusion-sglang-gate" in at_release(newest, fusion)
+    assert "allreduce-fusion-sglang-gate" not in at_release("0.5.13", fusion)

@@ -1,0 +1,126 @@
+"""tools/wheel-facts/extract_sglang.py: the gates read from an sglang wheel's source and
+METADATA (small fixtures written like the releases' code), and the committed data it made."""
+
+from __future__ import annotations
+
+import importlib.util
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envmgr.compat.kb import default_knowledge_base, parse_releases, sglang_pins
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("extract_sglang", ROOT / "tools" / "wheel-facts" / "extract_sglang.py")
+extractor = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(extractor)
+
+TABLE = '''MiB = 1024 * 1024
+TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {
+    9: {2: 64 * MiB, 4: 64 * MiB, 6: 128 * MiB, 8: 128 * MiB},
+    10: {2: 64 * MiB, 4: 64 * MiB, 6: 128 * MiB, 8: 128 * MiB},
+}
+'''
+# 0.5.13's shape: indexed directly (KeyError for another major), A2A asserts dp-attention
+OLD_SYMM = '''from x import TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
+def f(self):
+    if self.world_size not in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES[self.device_capability]:
+        return
+'''
+NEW_SYMM = '''from x import TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
+def f(self):
+    supported = TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES.get(self.device_capability)
+'''
+A2A = '''class ServerArgs:
+    def _handle_a2a(self):
+        if self.moe_a2a_backend == "flashinfer":
+            assert (
+                self.enable_dp_attention and self.dp_size == self.tp_size
+            ), "Flashinfer MoE A2A is only supported with dp_size == tp_size and --enable-dp-attention"
+            assert self.moe_runner_backend in [
+                "flashinfer_cutlass",
+                "flashinfer_cutedsl",
+            ], "Flashinfer MoE A2A is only supported with flashinfer_cutlass or flashinfer_cutedsl moe runner backend"
+        self.grpc_port = self.port + 10000
+        if not (1 <= self.grpc_port <= 65535):
+            raise ValueError(f"SGLANG_GRPC_PORT ({self.grpc_port}) must be between 1 and 65535")
+'''
+FUSION = '''from sglang.srt.utils import is_sm90_supported, is_sm100_supported
+def _resolve_backend(backend):
+    if not (is_sm90_supported() or is_sm100_supported()):
+        raise ValueError("FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.")
+'''
+REQUIRES = ["torch==2.11.0", "flashinfer_python==0.6.12", "sglang-kernel==0.4.3",
+            "cuda-python>=13.0", "numpy", "deep_ep==1.0; extra == \"deepep\""]
+
+
+def sources(symm: str, fusion: str | None = FUSION) -> dict[str, str]:
+    files = {"sglang/srt/distributed/device_communicators/all_reduce_utils.py": TABLE,
+             "sglang/srt/distributed/device_communicators/torch_symm_mem.py": symm,
+             "sglang/srt/server_args.py": A2A}
+    if fusion:
+        files["sglang/srt/layers/flashinfer_comm_fusion.py"] = fusion
+    return files
+
+
+def test_a_release_like_0_5_13():
+    gates = extractor.extract("0.5.13", REQUIRES, sources(OLD_SYMM, fusion=None))
+    assert gates["pins"] == {"torch": "2.11.0", "flashinfer-python": "0.6.12", "sglang-kernel": "0.4.3",
+                             "cuda-python-min": "13.0"}  # an extra's pin is not a plain install's
+    assert gates["symm_mem_world_sizes"] == {9: [2, 4, 6, 8], 10: [2, 4, 6, 8]}
+    assert gates["symm_mem_other_major"] == "KeyError"
+    assert gates["a2a_flashinfer"] == {"runner_backends": ["flashinfer_cutlass", "flashinfer_cutedsl"],
+                                       "needs_dp_attention": True}
+    assert (gates["fusion_majors"], gates["fusion_refuses_other"]) == (None, None)  # no such file
+    assert gates["grpc_port_check"] is True
+
+
+def test_a_release_like_0_5_14_warns_and_has_the_fusion_gate():
+    gates = extractor.extract("0.5.14", REQUIRES, sources(NEW_SYMM))
+    assert gates["symm_mem_other_major"] == "warning"
+    assert (gates["fusion_majors"], gates["fusion_refuses_other"]) == ([9, 10], True)
+
+
+def test_what_a_release_does_not_show_is_null_not_guessed():
+    gates = extractor.extract("0.4.0", [], {"sglang/srt/server_args.py": "x = 1\n", "sglang/srt/bad.py": "def ("})
+    assert gates["pins"] == {} and gates["symm_mem_world_sizes"] is None
+    assert gates["symm_mem_other_major"] is None and gates["a2a_flashinfer"] is None
+    assert gates["grpc_port_check"] is False
+
+
+def test_a_wheel_file_is_read_without_importing_it(tmp_path):
+    wheel = tmp_path / "sglang-0.5.14-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, text in sources(NEW_SYMM).items():
+            z.writestr(name, text)
+        z.writestr("sglang/srt/boom.py", "raise SystemExit('imported!')\n")
+        z.writestr("sglang-0.5.14.dist-info/METADATA",
+                   "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.14\n"
+                   + "".join(f"Requires-Dist: {r}\n" for r in REQUIRES))
+    gates = extractor.read_wheel(wheel)
+    assert gates["version"] == "0.5.14" and gates["symm_mem_other_major"] == "warning"
+    doc = yaml.safe_load(extractor.document([gates]))
+    assert doc["releases"]["0.5.14"]["pins"]["torch"] == "2.11.0"
+    assert parse_releases(extractor.document([gates]))["0.5.14"]["fusion_refuses_other"] is True
+
+
+def test_committed_data_is_the_knowledge_bases_and_holds_the_known_pins():
+    releases = default_knowledge_base().tables["sglang_releases"]
+    assert {"0.5.9", "0.5.13", "0.5.14", "0.5.23"} <= set(releases)
+    pins = sglang_pins(releases)
+    assert pins["0.5.9"] == {"torch": "2.9.1", "flashinfer": "0.6.3", "kernel_package": "sgl-kernel",
+                             "kernel": "0.3.21"}
+    assert pins["0.5.23"]["torch"] == "2.14.1"
+    # sglang >= 0.5.11 requires cuda-python >= 13: a CUDA 13 stack from PyPI
+    assert all(releases[v]["pins"].get("cuda-python-min", "0").startswith("13")
+               for v in releases if tuple(map(int, v.split("."))) >= (0, 5, 11))
+
+
+def test_malformed_release_data_is_a_knowledge_base_error():
+    from envmgr.errors import KnowledgeBaseError
+
+    with pytest.raises(KnowledgeBaseError, match="malformed release data") as caught:
+        parse_releases("releases: [1, 2]\n")
+    assert "rerun tools/wheel-facts" in caught.value.hint

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Read SGLang's compatibility gates from its released wheels into envmgr's knowledge base.
+
+    python3 tools/wheel-facts/extract_sglang.py --download 0.5.9 0.5.10 ... 0.5.23  # from PyPI
+    python3 tools/wheel-facts/extract_sglang.py WHEEL [WHEEL ...]                    # local wheels
+        [--out envmgr/compat/sglang_releases.yaml]
+
+Each wheel's Python source is parsed (``ast``, never imported or run) for the literal tables
+and asserts the rules depend on; its METADATA gives the pins. What a release does not show is
+written as null ("not found"), never guessed. The rules read the output (``envmgr/compat/
+context.py``); ``tests/unit/test_wheel_facts.py`` checks the extraction on small fixtures and
+that every rule's release boundary agrees with the committed data.
+
+Gates read, per release:
+  pins                 Requires-Dist exact pins: torch, flashinfer-python, flashinfer-cubin, the
+                       kernel package (sgl-kernel or sglang-kernel), cuda-python's lower bound
+  symm_mem_world_sizes {major: [world sizes]} of TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
+                       (distributed/device_communicators/all_reduce_utils.py)
+  symm_mem_other_major "KeyError" when torch_symm_mem.py indexes that table by the GPU's major
+                       (any other major raises), "warning" when it uses .get() and warns
+  fusion_majors        the majors flashinfer_comm_fusion.py's gate admits (is_sm90/is_sm100
+                       checks), with fusion_refuses_other: its "requires SM90 or SM10X" raise
+  a2a_flashinfer       from the asserts whose message names "Flashinfer MoE A2A": the runner
+                       backends it accepts and whether it needs --enable-dp-attention
+  grpc_port_check      server_args derives grpc_port = port + 10000 and checks it <= 65535
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import email.parser
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "envmgr" / "compat" / "sglang_releases.yaml"
+KERNEL_PACKAGES = ("sgl-kernel", "sglang-kernel")
+PINNED = ("torch", "flashinfer-python", "flashinfer-cubin", *KERNEL_PACKAGES)
+SYMM_TABLE = "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"
+
+
+# --- one wheel --------------------------------------------------------------------------------
+
+
+def read_wheel(path: Path) -> dict:
+    with zipfile.ZipFile(path) as wheel:
+        names = wheel.namelist()
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = email.parser.Parser().parsestr(wheel.read(meta).decode("utf-8"))
+        sources = {n: wheel.read(n).decode("utf-8", "replace") for n in names
+                   if n.startswith("sglang/srt/") and n.endswith(".py")}
+    return extract(metadata["Version"], metadata.get_all("Requires-Dist") or [], sources)
+
+
+def extract(version: str, requires: list[str], sources: dict[str, str]) -> dict:
+    """The gates of one release, from its Requires-Dist lines and its ``sglang/srt`` sources."""
+    trees = {name: _parse(text) for name, text in sources.items()}
+    trees = {name: tree for name, tree in trees.items() if tree is not None}
+    return {
+        "version": version,
+        "pins": pins(requires),
+        "symm_mem_world_sizes": symm_mem_world_sizes(trees),
+        "symm_mem_other_major": symm_mem_other_major(trees),
+        **fusion_gate(trees),
+        "a2a_flashinfer": a2a_flashinfer(trees),
+        "grpc_port_check": any("port + 10000" in text and "must be between 1 and 65535" in text
+                               for text in sources.values()),
+    }
+
+
+def _parse(text: str) -> ast.AST | None:
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
+
+
+def pins(requires: list[str]) -> dict:
+    """Exact pins (``name==X``) of the stack packages, unconditional requirements only."""
+    found: dict[str, str] = {}
+    for line in requires:
+        if ";" in line and "extra ==" in line:
+            continue  # an extra's requirement is not what a plain install gets
+        m = re.match(r"^\s*([A-Za-z0-9_.-]+)\s*(?:\[[^\]]*\])?\s*\(?\s*==\s*([^\s,;)]+)", line)
+        if m and m.group(1).lower().replace("_", "-") in PINNED:
+            found[m.group(1).lower().replace("_", "-")] = m.group(2)
+        m = re.match(r"^\s*cuda-python\s*\(?\s*>=\s*([^\s,;)]+)", line)
+        if m:
+            found["cuda-python-min"] = m.group(1)
+    return found
+
+
+def symm_mem_world_sizes(trees: dict[str, ast.AST]) -> dict[int, list[int]] | None:
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == SYMM_TABLE
+                                                     for t in node.targets)
+                    and isinstance(node.value, ast.Dict)):
+                table = {}
+                for key, value in zip(node.value.keys, node.value.values):
+                    if isinstance(key, ast.Constant) and isinstance(value, ast.Dict):
+                        table[int(key.value)] = sorted(int(k.value) for k in value.keys
+                                                       if isinstance(k, ast.Constant))
+                return table
+    return None
+
+
+def symm_mem_other_major(trees: dict[str, ast.AST]) -> str | None:
+    """How the communicator treats a major the table lacks: ``table[major]`` raises KeyError;
+    ``table.get(major)`` lets it warn and fall back."""
+    users = [tree for name, tree in trees.items() if name.endswith("torch_symm_mem.py")]
+    for tree in users:
+        gets = subscripts = 0
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "get" and _is_name(node.func.value, SYMM_TABLE)):
+                gets += 1
+            if isinstance(node, ast.Subscript) and _is_name(node.value, SYMM_TABLE):
+                subscripts += 1
+        if gets:
+            return "warning"
+        if subscripts:
+            return "KeyError"
+    return None
+
+
+def fusion_gate(trees: dict[str, ast.AST]) -> dict:
+    """The majors SGLang's FlashInfer all-reduce fusion admits (its own gate, whatever
+    flashinfer offers), and whether it raises for the others."""
+    for name, tree in trees.items():
+        if not name.endswith("flashinfer_comm_fusion.py"):
+            continue
+        text = ast.unparse(tree)
+        majors = sorted(_majors(text))
+        return {"fusion_majors": majors or None,
+                "fusion_refuses_other": "requires SM90 or SM10X" in text}
+    return {"fusion_majors": None, "fusion_refuses_other": None}
+
+
+def _majors(text: str) -> set[int]:
+    # is_sm90_supported / is_sm100_supported (<= 0.5.19), get_platform().is_sm90 / .is_sm100
+    found = set()
+    for digits in re.findall(r"\bis_sm(\d+)(?:_supported)?\b", text):
+        found.add(int(digits) // 10)  # sm90 -> 9, sm100 -> 10
+    return found
+
+
+def a2a_flashinfer(trees: dict[str, ast.AST]) -> dict | None:
+    """From the asserts whose message names "Flashinfer MoE A2A" (server_args.py)."""
+    runners: list[str] | None = None
+    dp_attention = False
+    seen = False
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Assert) and node.msg is not None
+                    and "Flashinfer MoE A2A" in ast.unparse(node.msg)):
+                continue
+            seen = True
+            test = node.test
+            if (isinstance(test, ast.Compare) and _attr(test.left) == "moe_runner_backend"
+                    and isinstance(test.ops[0], ast.In) and isinstance(test.comparators[0], (ast.List, ast.Tuple))):
+                runners = [e.value for e in test.comparators[0].elts if isinstance(e, ast.Constant)]
+            if any(_attr(n) == "enable_dp_attention" for n in ast.walk(test)):
+                dp_attention = True
+    if not seen:
+        return None
+    return {"runner_backends": runners, "needs_dp_attention": dp_attention}
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _attr(node: ast.AST) -> str | None:
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
+# --- many releases ----------------------------------------------------------------------------
+
+
+def download(versions: list[str], into: Path) -> list[Path]:
+    wheels = []
+    for version in versions:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                        "--python-version", "3.12", "--platform", "manylinux_2_34_x86_64",
+                        "--platform", "any", f"sglang=={version}", "-d", str(into)], check=True)
+        wheels.append(next(into.glob(f"sglang-{version}-*.whl")))
+    return wheels
+
+
+def document(releases: list[dict]) -> str:
+    releases = sorted(releases, key=lambda r: _version_key(r["version"]))
+    header = (
+        "# GENERATED by tools/wheel-facts/extract_sglang.py from the sglang wheels on PyPI: do not\n"
+        "# edit by hand; rerun it (`--download VERSIONS`) and commit the result. Each entry is what\n"
+        "# that release's own source and METADATA say (null: not found in it). Read by\n"
+        "# envmgr/compat/context.py; the fields are explained in the script's docstring.\n")
+    body = {"source": "sglang wheels from https://pypi.org/project/sglang/ (sglang/srt/**/*.py, METADATA)",
+            "releases": {r["version"]: {k: v for k, v in r.items() if k != "version"} for r in releases}}
+    return header + yaml.safe_dump(body, sort_keys=False, width=100)
+
+
+def _version_key(version: str) -> tuple:
+    from packaging.version import Version
+
+    return (Version(version),)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("wheels", nargs="*", type=Path)
+    parser.add_argument("--download", nargs="+", metavar="VERSION", default=[])
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels = list(args.wheels) + download(args.download, Path(tmp))
+        releases = []
+        for wheel in wheels:
+            releases.append(read_wheel(wheel))
+            print(f"{wheel.name}: {releases[-1]}", file=sys.stderr)
+    args.out.write_text(document(releases), encoding="utf-8")
+    print(f"wrote {args.out} ({len(releases)} releases)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
