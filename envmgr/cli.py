@@ -155,6 +155,48 @@ def cmd_plan(a: argparse.Namespace) -> int:
     return 2 if actions else 0
 
 
+@command(SPEC, opt("--from", dest="from_", type=Path, metavar="OLD", help="The spec of the stack that works today: which configs SPEC unblocks"),
+         opt("--write", type=Path, metavar="CHILD.yaml", help="Write a spec extending SPEC with the release that unblocks the most"),
+         JSON)
+def cmd_advise(a: argparse.Namespace) -> int:
+    """For each error finding, the nearest known release that clears it: exit 0 all clearable, 1 not."""
+    import yaml
+
+    from envmgr.compat.advise import advise, best, child_spec, upgrade
+    from envmgr.spec import load_spec
+
+    loaded = load_spec(a.spec)
+    advice = advise(loaded.spec)
+    moved = upgrade(load_spec(a.from_).spec, loaded.spec) if a.from_ is not None else None
+    written = None
+    chosen = best(advice) if a.write is not None else None
+    if a.write is not None and chosen is not None:
+        from envmgr.state import write_atomic
+
+        parent = os.path.relpath(a.spec.resolve(), a.write.resolve().parent)
+        name = f"{loaded.spec.metadata.name}-sglang-{chosen.sglang}".replace(".", "-")
+        try:
+            write_atomic(a.write, yaml.safe_dump(child_spec(parent, name, chosen, loaded.spec), sort_keys=False))
+        except OSError as exc:
+            raise UsageError(f"cannot write {a.write}: {exc.strerror or exc}",
+                             hint="give a path in an existing folder you can write to") from exc
+        written = str(a.write)
+    if a.json:
+        _emit({"spec": str(a.spec), "name": loaded.spec.metadata.name,
+               "from": str(a.from_) if a.from_ else None,
+               "upgrade": [c.to_dict() for c in moved] if moved is not None else None,
+               "advice": [x.to_dict() for x in advice], "written": written})
+    else:
+        from envmgr.report.console import render_advice
+
+        render_advice(loaded, advice, moved, str(a.from_) if a.from_ else "")
+        if written:
+            print(f"wrote {written} (extends {a.spec})")
+        elif a.write is not None:
+            print(f"nothing written to {a.write}: no known release clears any blocker without blocking another")
+    return 1 if any(x.fixed_by is None for x in advice) else 0
+
+
 def _plan_on_hosts(loaded, url: str, as_json: bool) -> int:
     """Check mode on the backend's hosts: per-host changes; 2 when any host would change.
     A host that fails or is unreachable even in check mode raises (BackendError: exit 1)."""

@@ -77,6 +77,8 @@ class Rule(BaseModel):
     at: str = ""
     note: str = ""
     predicts: list[str] = Field(default_factory=list, description="probes this rule says will fail")
+    # the server starts, but the feature the config asks for stays off (a flag accepted and ignored)
+    feature_off: str = Field("", description="the feature that stays off when this fires")
 
     @field_validator("when", mode="before")
     @classmethod

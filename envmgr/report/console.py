@@ -159,3 +159,45 @@ def render_cells(cells, out: Printer | None = None) -> None:
             style = {"error": "red", "warning": "yellow"}.get(problem["severity"], "dim")
             out.indented(f"{problem['severity']}: {problem['id']}: {problem['message']}", INDENT, style)
             out.indented(f"    fix: {problem['fix']}", INDENT, "green")
+
+
+def render_advice(loaded: LoadedSpec, advice: list, upgrade=None, from_label: str = "",
+                  out: Printer | None = None) -> None:
+    """``envmgr advise``: per blocker, the nearest known release that clears it, or why none."""
+    import yaml
+
+    from envmgr.compat.advise import STACK
+
+    out = out or stdout_printer()
+    spec = loaded.spec
+    out.line((spec.metadata.name, "bold"), f" ({loaded.path}) on {spec.hardware.gpu.count}x "
+             f"{spec.hardware.gpu.arch}: " + ", ".join(f"{n} {_bare(v)}" for n, v in spec.python.packages.items()))
+    if upgrade is not None:
+        out.line(f"each config on {from_label}'s stack -> on this one:")
+        for change in upgrade:
+            style = {"unblocked": "green", "worse": "red", "unchanged": "dim"}.get(change.verdict, "yellow")
+            why = lambda rules: f" ({', '.join(rules)})" if rules else ""  # noqa: E731
+            out.indented((f"{change.config}: {change.before}{why(change.why_before)} -> "
+                          f"{change.after}{why(change.why_after)}: {change.verdict}"), INDENT, style)
+    if not advice:
+        out.line(("nothing is blocked: no error finding on this stack or its configs", "green"))
+        return
+    for item in advice:
+        what = "the stack" if item.blocker == STACK else f"config {item.blocker}"
+        out.line((what, "bold"), ": blocked by " + ", ".join(f.rule for f in item.errors))
+        for f in item.errors:
+            out.indented(f"{f.rule}: {f.fix}", INDENT, "dim")
+        if item.fixed_by is not None:
+            out.indented(f"nearest release that clears it: {item.fixed_by.label}; paste into the spec "
+                         "(or `envmgr advise SPEC --write CHILD.yaml`):", INDENT, "green")
+            for line in yaml.safe_dump(item.fragments["fix"], sort_keys=False).splitlines():
+                out.indented(line, INDENT + 2)
+        else:
+            if item.starts_with is not None:
+                out.indented(f"{item.starts_with.label} starts it, but {item.feature_off} stays off there",
+                             INDENT, "yellow")
+            out.indented((f"no known sglang release makes it work on {spec.hardware.gpu.count}x "
+                          f"{spec.hardware.gpu.arch} without blocking another config ({item.checked} "
+                          f"checked, newest {item.newest_checked}): the fix above is the way, if any"
+                          + ("; there: " + "; ".join(f"{f.rule}: {f.message}" for f in item.still)
+                             if item.still else "")), INDENT, "red")

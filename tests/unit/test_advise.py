@@ -1,0 +1,100 @@
+"""``envmgr advise`` on the scenario's specs: what the upgrade changes per config, and for each
+blocked one the nearest known release that clears it, or that none does (and why)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from envmgr.cli import main
+from envmgr.compat.advise import advise, upgrade
+from envmgr.spec import load_spec
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+
+
+def by_blocker(spec_name: str) -> dict:
+    return {a.blocker: a for a in advise(load_spec(SPECS / spec_name).spec)}
+
+
+def test_the_cuda13_upgrade_per_config_before_anyone_upgrades():
+    changes = {c.config: c for c in upgrade(load_spec(SPECS / "cuda128.yaml").spec,
+                                             load_spec(SPECS / "cuda13.yaml").spec)}
+    # fusion: blocked on 12.8 (flashinfer's gate) and on 13 (SGLang's own gate): the upgrade cannot help
+    assert (changes["allreduce_fusion"].before, changes["allreduce_fusion"].after) == ("blocked", "blocked")
+    assert changes["allreduce_fusion"].why_after == ("allreduce-fusion-sglang-gate",)
+    # symm-mem: a KeyError on 12.8, a server without the feature on 13
+    assert changes["torch_symm_mem"].before == "blocked"
+    assert changes["torch_symm_mem"].after == "runs without torch symmetric memory"
+    assert changes["torch_symm_mem"].verdict == "starts, feature still off"
+    # FlashInfer A2A: sglang 0.5.15 asserts --enable-dp-attention (from 0.5.13, read from the wheel)
+    assert changes["ep_flashinfer_a2a"].verdict == "worse"
+    assert changes["baseline"].verdict == "unchanged"
+
+
+def test_fusion_on_sm120_has_no_release_and_says_which_was_newest():
+    advice = by_blocker("cuda13.yaml")["allreduce_fusion"]
+    assert advice.fixed_by is None and advice.starts_with is None
+    assert advice.newest_checked == "0.5.23" and advice.checked >= 14
+    assert "allreduce-fusion-sglang-gate" in {f.rule for f in advice.still}
+
+
+def test_a_release_that_fixes_one_config_but_blocks_another_is_not_advice():
+    # 0.5.12 has no dp-attention assert, but its symm-mem KeyError would block torch_symm_mem
+    advice = by_blocker("cuda13.yaml")["ep_flashinfer_a2a"]
+    assert advice.fixed_by is None
+    assert "add --enable-dp-attention" in advice.errors[0].fix  # the finding's own fix is the way
+
+
+def only_symm_mem(tmp_path: Path) -> Path:
+    """cuda128-dead-ends with torch_symm_mem its only config (0.5.13+ would block the A2A one)."""
+    child = tmp_path / "symm.yaml"
+    configs = load_spec(SPECS / "cuda128-dead-ends.yaml").spec.benchmarks.configs
+    child.write_text(yaml.safe_dump({
+        "apiVersion": "envmgr/v1", "extends": str(SPECS / "cuda128-dead-ends.yaml"),
+        "metadata": {"name": "symm"},
+        "benchmarks": {"configs": {name: None for name in configs if name != "torch_symm_mem"}}}))
+    return child
+
+
+def test_symm_mem_on_12_8_starts_from_0_5_14_with_cuda_13_but_stays_off(tmp_path):
+    [advice] = advise(load_spec(only_symm_mem(tmp_path)).spec)
+    assert advice.blocker == "torch_symm_mem" and advice.fixed_by is None
+    assert advice.starts_with.sglang == "0.5.14" and advice.feature_off == "torch symmetric memory"
+    # flashinfer 0.6.12 needs CUDA >= 12.9 for SM12x: the toolkit and the driver it needs come along
+    assert (advice.starts_with.toolkit, advice.starts_with.driver) == ("13.0", "580.95.05")
+    fragment = advice.fragments["starts"]
+    assert fragment["cuda"]["select"] == "13.0" and fragment["driver"] == {"version": "580.95.05"}
+    assert any(t["version"] == "12.8" for t in fragment["cuda"]["toolkits"])  # kept beside it
+
+
+def test_the_cuda13_a2a_config_has_a_release_once_the_symm_mem_config_is_gone(tmp_path, capsys):
+    child = tmp_path / "a2a.yaml"
+    child.write_text(yaml.safe_dump({
+        "apiVersion": "envmgr/v1", "extends": str(SPECS / "cuda13.yaml"), "metadata": {"name": "a2a"},
+        "benchmarks": {"configs": {"torch_symm_mem": None, "allreduce_fusion": None}}}))
+    [advice] = advise(load_spec(child).spec)
+    assert advice.blocker == "ep_flashinfer_a2a"
+    assert advice.fixed_by.sglang == "0.5.12"  # the nearest without the dp-attention assert
+    written = tmp_path / "fixed.yaml"
+    assert main(["advise", str(child), "--write", str(written)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    fixed = load_spec(written)
+    assert fixed.spec.python.packages["sglang"] == "==0.5.12"
+    assert advise(fixed.spec) == []  # the written spec has nothing left blocked
+
+
+def test_cli_json_and_write_a_child_spec_that_loads(tmp_path, capsys):
+    child = tmp_path / "child.yaml"
+    rc = main(["advise", "--json", str(SPECS / "cuda128-dead-ends.yaml"), "--write", str(child)])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 1  # fusion has no release that makes it work
+    assert {a["blocker"] for a in report["advice"]} == {"allreduce_fusion", "torch_symm_mem"}
+    assert report["written"] is None and not child.exists()  # nothing clears without a cost
+
+
+def test_a_stack_nothing_blocks_gets_exit_0(capsys):
+    assert main(["advise", str(SPECS / "cuda128.yaml")]) == 0
+    assert "nothing is blocked" in capsys.readouterr().out
