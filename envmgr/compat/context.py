@@ -38,12 +38,14 @@ STACK_FACTS = frozenset({
     "symm_mem_world_sizes", "observed_arch", "observed_gpu", "nvml_error",
     "sglang_gates_known", "sglang_symm_mem_majors", "sglang_symm_mem_other_major",
     "sglang_fusion_majors", "sglang_fusion_refuses_other", "sglang_a2a_runner_backends",
-    "sglang_a2a_needs_dp_attention", "sglang_grpc_port_check",
+    "sglang_a2a_needs_dp_attention", "sglang_grpc_port_check", "sglang_cuda_python_min_major",
+    "sglang_kernel_cuda_tag", "model_path", "model_num_experts",
     "load_dataset", "load_dataset_path",
 })
 CONFIG_FACTS = frozenset({"config", "world_size", "dp_size", "tp_size", "pp_size", "ep_size",
                           "gpus_needed", "parallel_layout", "ep_divides_tp", "missing_feature_modules",
-                          "unlisted_feature_modules", "moe_runner_backend"})
+                          "unlisted_feature_modules", "moe_runner_backend", "attention_backends",
+                          "ep_divides_experts"})
 # Also produced: "pkg:<name>" per package, "env:<NAME>" per variable, and per config
 # "--<flag>" plus "flag_<flag_with_underscores>" (for message templates).
 DYNAMIC_PREFIXES = ("pkg:", "env:", "--", "flag_")
@@ -63,7 +65,33 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
     if spec.benchmarks is not None:
         ctx["load_dataset"] = spec.benchmarks.load.dataset
         ctx["load_dataset_path"] = spec.benchmarks.load.dataset_path
+        ctx["model_path"] = spec.benchmarks.model_path
+        ctx["model_num_experts"] = model_num_experts(spec.benchmarks.model_path)
     return ctx
+
+
+# Where a model's config.json says how many routed experts it has (Qwen-MoE, DeepSeek/Kimi, Mixtral).
+EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
+
+
+def model_num_experts(model_path: str) -> int | None:
+    """The expert count of the model's config.json where it is readable here (validate runs on
+    the host that will serve it, or not: unknown is never bad)."""
+    import json
+    from pathlib import Path
+
+    try:
+        with open(Path(model_path) / "config.json", "rb") as handle:
+            config = json.loads(handle.read(1 << 20))
+    except (OSError, ValueError):
+        return None
+    configs = [config, config.get("text_config")] if isinstance(config, dict) else []
+    for part in configs:
+        if isinstance(part, dict):
+            for key in EXPERT_KEYS:
+                if isinstance(part.get(key), int) and part[key] > 0:
+                    return part[key]
+    return None
 
 
 def config_context(stack: Context, spec: Spec, config: str, feature_modules: dict[str, dict] | None = None,
@@ -84,10 +112,17 @@ def config_context(stack: Context, spec: Spec, config: str, feature_modules: dic
     ctx["dp_size"] = _int(_first(flags, "--dp-size", "--data-parallel-size", "--dp")) or 1
     ctx.update(_parallel(flags, ctx["dp_size"]))
     ctx["moe_runner_backend"] = str(flags.get("--moe-runner-backend", "auto"))  # SGLang's default
+    ctx["attention_backends"] = [str(flags[f]) for f in ATTENTION_FLAGS if f in flags]
+    experts = stack.get("model_num_experts")
+    ep = ctx["ep_size"]
+    ctx["ep_divides_experts"] = None if not experts or ep <= 1 else experts % ep == 0
     # asked of the real environment: missing; read from the spec: not listed (may come another way)
     absent = _missing_modules(stack, flags, feature_modules or {}, installed_modules)
     ctx["missing_feature_modules" if installed_modules is not None else "unlisted_feature_modules"] = absent
     return ctx
+
+
+ATTENTION_FLAGS = ("--attention-backend", "--prefill-attention-backend", "--decode-attention-backend")
 
 
 def _parallel(flags: dict[str, Any], dp: int) -> Context:
@@ -182,6 +217,7 @@ def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
     kernel_pkg = next((k for k in KERNEL_PACKAGES if k in pkgs), None)
     ctx["sglang_kernel_package"] = kernel_pkg
     ctx["sglang_kernel"] = pin[kernel_pkg] if kernel_pkg else None
+    ctx["sglang_kernel_cuda_tag"] = local_cuda_tag(pin[kernel_pkg]) if kernel_pkg else None
     sglang = pin["sglang"]
     ctx["sglang"] = sglang
     if sglang:
@@ -216,6 +252,7 @@ def _sglang_gates(releases: dict[str, dict], sglang: str, spec: Spec) -> Context
         "sglang_a2a_runner_backends": a2a.get("runner_backends"),
         "sglang_a2a_needs_dp_attention": a2a.get("needs_dp_attention"),
         "sglang_grpc_port_check": gates.get("grpc_port_check"),
+        "sglang_cuda_python_min_major": major((gates.get("pins") or {}).get("cuda-python-min")),
     }
 
 

@@ -6,6 +6,8 @@ fires; a new rule without cases here fails ``test_every_rule_has_cases``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from envmgr.compat import default_knowledge_base, evaluate
@@ -26,13 +28,16 @@ CLEAN = {
         "packages": {"sglang": "0.5.15", "torch": "2.11.0", "flashinfer-python": "0.6.12",
                      "flashinfer-cubin": "0.6.12", "sglang-kernel": "0.4.4"},
     },
-    "env": {"NCCL_P2P_DISABLE": "1"},
+    "env": {"NCCL_P2P_DISABLE": "1", "CUDA_HOME": "/usr/local/cuda-13.0"},
     "benchmarks": {
         "model_path": "/models/m",
         "server_flags": {"--tp-size": 8, "--disable-custom-all-reduce": True},
         "configs": {"baseline": {}},
     },
 }
+
+
+TINY_MOE = {"benchmarks": {"model_path": str(Path(__file__).resolve().parents[1] / "fixtures" / "models" / "tiny-qwen3moe")}}
 
 
 def cfg(flags=None, env=None):
@@ -66,7 +71,7 @@ CASES: dict[str, tuple] = {
         {"driver": {"forward_compat": True}, "hardware": {"gpu": {"segment": "geforce"}}},
         {"driver": {"forward_compat": True}, "hardware": {"gpu": {"segment": "datacenter"}}}),
     "forward-compat-workstation": ({"driver": {"forward_compat": True}},
-                                   {"driver": {"forward_compat": False}}),
+                                   {"driver": {"forward_compat": True}, "hardware": {"gpu": {"segment": "datacenter"}}}),
     "nvml-driver-mismatch": ({}, {}, facts(nvml_error="Failed to initialize NVML: Driver/library version mismatch"),
                              facts(driver_version="580.95.05")),
     "arch-needs-newer-toolkit": ({"cuda": {"toolkits": [{"version": "12.6"}]}, "driver": {"version": "560.35.03"},
@@ -178,6 +183,25 @@ CASES: dict[str, tuple] = {
     "ep-must-divide-tp": (cfg({"--ep-size": 3}), cfg({"--ep-size": 8})),
     # a free port from the OS (60311) killed a real 0.5.11 server: SGLANG_GRPC_PORT (70311)
     "port-leaves-no-grpc-port": (cfg({"--port": 60311}), cfg({"--port": 60311}, {"SGLANG_GRPC_PORT": "40000"})),
+    "trtllm-gen-not-on-sm12x": (cfg({"--attention-backend": "trtllm_mla"}),
+                                deep_merge({"hardware": {"gpu": {"arch": "sm_100", "segment": "datacenter"}}},
+                                           cfg({"--attention-backend": "trtllm_mla"}))),
+    "mxfp4-moe-runner-sm12x": (cfg({"--moe-runner-backend": "flashinfer_mxfp4"}), cfg({"--moe-runner-backend": "triton"})),
+    "cutlass-moe-quantized-sm12x": (
+        deep_merge({"benchmarks": {"model_path": "/models/Kimi-K2.5-INT4"}}, cfg({"--moe-runner-backend": "flashinfer_cutlass"})),
+        deep_merge({"benchmarks": {"model_path": "/models/Kimi-K2.5-INT4"}}, cfg({"--moe-runner-backend": "triton"}))),
+    "sgl-kernel-pypi-is-cu12": (
+        {"python": {"packages": {"sglang-kernel": None, "sgl-kernel": "0.3.21"}}},
+        {"python": {"packages": {"sglang-kernel": None, "sgl-kernel": "0.3.21+cu130"}}}),
+    "jit-cuda-home-unset": ({"env": {"CUDA_HOME": None}}, {}),
+    # the tiny Qwen3-MoE of the GPU tests has 8 experts (tests/fixtures/models)
+    "ep-must-divide-experts": (deep_merge(TINY_MOE, cfg({"--ep-size": 3, "--tp-size": 3})),
+                               deep_merge(TINY_MOE, cfg({"--ep-size": 4, "--tp-size": 4}))),
+    # sglang 0.5.15 needs cuda-python >= 13: PyPI's default torch is the cu130 build
+    "pypi-torch-is-cuda13": ({"driver": {"version": "570.124.06"}, "cuda": {"toolkits": [{"version": "12.8"}]},
+                              "python": {"torch_cuda": None}},
+                             {"driver": {"version": "570.124.06"}, "cuda": {"toolkits": [{"version": "12.8"}]},
+                              "python": {"torch_cuda": "cu128"}}),
     # asked of the environment (the bench): what it can import decides
     "feature-package-missing": (cfg({"--moe-a2a-backend": "deepep"}), cfg({"--moe-a2a-backend": "deepep"}),
                                 frozenset({"flashinfer"}), frozenset({"deep_ep", "flashinfer"})),
@@ -194,6 +218,22 @@ def fired(overlay: dict, observed: Facts | frozenset[str] | None = None) -> set[
     if isinstance(observed, frozenset):
         return {f.rule for f in evaluate(spec, installed_modules=observed)}
     return {f.rule for f in evaluate(spec, observed)}
+
+
+def test_forward_compat_does_not_silence_the_driver_check_where_it_cannot_work():
+    old_driver = {"driver": {"version": "570.124.06", "forward_compat": True}}
+    assert "driver-too-old-for-cuda" in fired(old_driver)  # a workstation GPU: error 804
+    datacenter = deep_merge(old_driver, {"hardware": {"gpu": {"segment": "datacenter"}}})
+    assert "driver-too-old-for-cuda" not in fired(datacenter)  # cuda-compat stands in there
+
+
+def test_experts_unknown_without_a_readable_config_and_read_from_deepseek_keys(tmp_path):
+    # no config.json here (the model lives on another host): unknown, quiet
+    assert "ep-must-divide-experts" not in fired(cfg({"--ep-size": 3, "--tp-size": 3}))
+    (tmp_path / "config.json").write_text('{"architectures": ["DeepseekV3ForCausalLM"], "n_routed_experts": 384}')
+    model = {"benchmarks": {"model_path": str(tmp_path)}}
+    assert "ep-must-divide-experts" in fired(deep_merge(model, cfg({"--ep-size": 5, "--tp-size": 5})))
+    assert "ep-must-divide-experts" not in fired(deep_merge(model, cfg({"--ep-size": 8})))
 
 
 def test_dp_attention_shares_the_tp_gpus_and_plain_dp_replicates_them():
