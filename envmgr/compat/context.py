@@ -39,7 +39,8 @@ STACK_FACTS = frozenset({
     "sglang_gates_known", "sglang_symm_mem_majors", "sglang_symm_mem_other_major",
     "sglang_fusion_majors", "sglang_fusion_refuses_other", "sglang_a2a_runner_backends",
     "sglang_a2a_needs_dp_attention", "sglang_grpc_port_check", "sglang_cuda_python_min_major",
-    "sglang_kernel_cuda_tag", "model_path", "model_num_experts",
+    "sglang_kernel_cuda_tag", "model_path", "model_num_experts", "flashinfer_fusion_majors",
+    "flashinfer_gates_release",
     "load_dataset", "load_dataset_path",
 })
 CONFIG_FACTS = frozenset({"config", "world_size", "dp_size", "tp_size", "pp_size", "ep_size",
@@ -212,6 +213,11 @@ def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
             ctx["torch_stable_tags"] = sorted(t for t, s in builds.items() if s == "stable")
             ctx["torch_cuda_status"] = builds.get(tag) if tag else None
     ctx["flashinfer"] = pin["flashinfer-python"]
+    if ctx["flashinfer"]:
+        known, gates = release_gates(tables["flashinfer_releases"], ctx["flashinfer"])
+        ctx["flashinfer_gates_release"] = known
+        # the trtllm all-reduce fusion module's arch gate (flashinfer/jit/comm.py)
+        ctx["flashinfer_fusion_majors"] = (gates or {}).get("jit_majors", {}).get("gen_trtllm_comm_module")
     ctx["flashinfer_cubin"] = pin["flashinfer-cubin"]
     ctx["flashinfer_jit_cache_tag"] = local_cuda_tag(exact_pin(pkgs.get("flashinfer-jit-cache")))
     kernel_pkg = next((k for k in KERNEL_PACKAGES if k in pkgs), None)
@@ -232,10 +238,23 @@ def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
     return ctx
 
 
+def release_gates(releases: dict[str, dict], version: str) -> tuple[str | None, dict | None]:
+    """The gates of ``version``, or of a read post release of the same version (0.6.11 and
+    0.6.11.post1 ship the same code gates); (None, None) when none was read: unknown."""
+    wanted = Version(version)
+    if wanted.public in releases:
+        return wanted.public, releases[wanted.public]
+    same = sorted((Version(v) for v in releases if Version(v).release == wanted.release))
+    if not same:
+        return None, None
+    below = [v for v in same if v <= wanted]
+    chosen = str(below[-1] if below else same[0])
+    return chosen, releases[chosen]
+
+
 def _sglang_gates(releases: dict[str, dict], sglang: str, spec: Spec) -> Context:
     """What the sglang release's own source says (read from its wheel: sglang_releases.yaml)."""
-    version = Version(sglang)
-    gates = releases.get(version.public) or releases.get(version.base_version)
+    _, gates = release_gates(releases, sglang)
     if gates is None:
         return {"sglang_gates_known": False}
     arch_major = int(re.sub(r"\D", "", spec.hardware.gpu.arch)) // 10

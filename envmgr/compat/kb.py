@@ -153,12 +153,14 @@ def default_knowledge_base() -> KnowledgeBase:
     with the tables read from the sglang wheels (``sglang_releases.yaml``) added."""
     kb = load_shipped("envmgr.compat", "rules.yaml", parse_knowledge_base)
     releases = load_shipped("envmgr.compat", "sglang_releases.yaml", parse_releases)
+    flashinfer = load_shipped("envmgr.compat", "flashinfer_releases.yaml", parse_releases)
     return kb.model_copy(update={"tables": {**kb.tables, "sglang_releases": releases,
-                                            "sglang_pins": sglang_pins(releases)}})
+                                            "sglang_pins": sglang_pins(releases),
+                                            "flashinfer_releases": flashinfer}})
 
 
-def parse_releases(text: str, name: str = "sglang_releases.yaml") -> dict[str, dict[str, Any]]:
-    """The per-release gates tools/wheel-facts/extract_sglang.py read from the wheels."""
+def parse_releases(text: str, name: str = "*_releases.yaml") -> dict[str, dict[str, Any]]:
+    """The per-release gates tools/wheel-facts/extract.py read from the wheels."""
     try:
         data = parse_yaml(text)
         releases = data["releases"]
@@ -167,7 +169,7 @@ def parse_releases(text: str, name: str = "sglang_releases.yaml") -> dict[str, d
         return {str(version): gates for version, gates in releases.items()}
     except (yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         raise KnowledgeBaseError(f"{name}: malformed release data: {exc}",
-                                 hint="rerun tools/wheel-facts/extract_sglang.py") from exc
+                                 hint="rerun tools/wheel-facts/extract.py") from exc
 
 
 def sglang_pins(releases: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:

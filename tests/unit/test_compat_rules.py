@@ -389,3 +389,13 @@ def test_corrected_facts_at_their_real_boundaries():
     newest = max(RELEASES, key=lambda v: tuple(int(x) for x in v.split(".")))
     assert "allreduce-fusion-sglang-gate" in at_release(newest, fusion)
     assert "allreduce-fusion-sglang-gate" not in at_release("0.5.13", fusion)
+
+
+FLASHINFER = default_knowledge_base().tables["flashinfer_releases"]
+
+
+@pytest.mark.parametrize("version", sorted(FLASHINFER))
+def test_fusion_availability_follows_each_flashinfer_wheels_jit_gate(version):
+    majors = FLASHINFER[version]["jit_majors"]["gen_trtllm_comm_module"]
+    rules = fired({"python": {"packages": {"flashinfer-python": version, "flashinfer-cubin": version}}})
+    assert ("allreduce-fusion-unavailable" in rules) is (12 not in majors)  # CLEAN is SM120

@@ -1,4 +1,4 @@
-"""tools/wheel-facts/extract_sglang.py: the gates read from an sglang wheel's source and
+"""tools/wheel-facts/extract.py: the gates read from an sglang wheel's source and
 METADATA (small fixtures written like the releases' code), and the committed data it made."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 from envmgr.compat.kb import default_knowledge_base, parse_releases, sglang_pins
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("extract_sglang", ROOT / "tools" / "wheel-facts" / "extract_sglang.py")
+_spec = importlib.util.spec_from_file_location("wheel_facts_extract", ROOT / "tools" / "wheel-facts" / "extract.py")
 extractor = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(extractor)
 
@@ -124,3 +124,32 @@ def test_malformed_release_data_is_a_knowledge_base_error():
     with pytest.raises(KnowledgeBaseError, match="malformed release data") as caught:
         parse_releases("releases: [1, 2]\n")
     assert "rerun tools/wheel-facts" in caught.value.hint
+
+
+COMM = '''def gen_trtllm_comm_module() -> JitSpec:
+    nvcc_flags = current_compilation_context.get_nvcc_flags_list(
+        supported_major_versions=[9, 10, 12]
+    )
+    return gen_jit_spec("trtllm_comm", [], extra_cuda_cflags=nvcc_flags)
+
+
+def gen_vllm_comm_module() -> JitSpec:
+    return gen_jit_spec("vllm_comm", [])
+'''
+
+
+def test_flashinfer_jit_gates_per_module_generator():
+    gates = extractor.extract_flashinfer("0.6.17", {"flashinfer/jit/comm.py": COMM})
+    assert gates == {"version": "0.6.17", "jit_majors": {"gen_trtllm_comm_module": [9, 10, 12]}}
+
+
+def test_committed_flashinfer_data_has_sm12x_fusion_from_0_6_17():
+    from envmgr.compat.context import release_gates
+
+    releases = default_knowledge_base().tables["flashinfer_releases"]
+    fusion = {v: r["jit_majors"].get("gen_trtllm_comm_module") for v, r in releases.items()}
+    assert fusion["0.6.15.post1"] == [9, 10] and fusion["0.6.17"] == [9, 10, 12]
+    # a post release that was not read takes a read one of the same version
+    assert release_gates(releases, "0.6.11.post3")[0] == "0.6.11.post1"
+    assert release_gates(releases, "0.6.11")[0] == "0.6.11.post1"
+    assert release_gates(releases, "0.6.16") == (None, None)  # not read: unknown, never guessed

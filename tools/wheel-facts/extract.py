@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Read SGLang's compatibility gates from its released wheels into envmgr's knowledge base.
+"""Read SGLang's and FlashInfer's compatibility gates from their released wheels.
 
-    python3 tools/wheel-facts/extract_sglang.py --download 0.5.9 0.5.10 ... 0.5.23  # from PyPI
-    python3 tools/wheel-facts/extract_sglang.py WHEEL [WHEEL ...]                    # local wheels
-        [--out envmgr/compat/sglang_releases.yaml]
+    python3 tools/wheel-facts/extract.py sglang --download 0.5.9 0.5.10 ... 0.5.23        # from PyPI
+    python3 tools/wheel-facts/extract.py flashinfer --download 0.6.3 ... 0.7.2
+    python3 tools/wheel-facts/extract.py sglang|flashinfer WHEEL [WHEEL ...] [--out FILE]  # local wheels
+
+The output goes to envmgr/compat/sglang_releases.yaml or flashinfer_releases.yaml.
 
 Each wheel's Python source is parsed (``ast``, never imported or run) for the literal tables
 and asserts the rules depend on; its METADATA gives the pins. What a release does not show is
@@ -11,7 +13,7 @@ written as null ("not found"), never guessed. The rules read the output (``envmg
 context.py``); ``tests/unit/test_wheel_facts.py`` checks the extraction on small fixtures and
 that every rule's release boundary agrees with the committed data.
 
-Gates read, per release:
+Gates read, per sglang release:
   pins                 Requires-Dist exact pins: torch, flashinfer-python, flashinfer-cubin, the
                        kernel package (sgl-kernel or sglang-kernel), cuda-python's lower bound
   symm_mem_world_sizes {major: [world sizes]} of TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
@@ -23,6 +25,10 @@ Gates read, per release:
   a2a_flashinfer       from the asserts whose message names "Flashinfer MoE A2A": the runner
                        backends it accepts and whether it needs --enable-dp-attention
   grpc_port_check      server_args derives grpc_port = port + 10000 and checks it <= 65535
+
+Per flashinfer release:
+  jit_majors           {JIT module generator: [SM majors]} from every `supported_major_versions=[...]`
+                       in flashinfer/jit/**.py (gen_trtllm_comm_module is the all-reduce fusion's)
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "envmgr" / "compat" / "sglang_releases.yaml"
+OUT = {"sglang": ROOT / "envmgr" / "compat" / "sglang_releases.yaml",
+       "flashinfer": ROOT / "envmgr" / "compat" / "flashinfer_releases.yaml"}
+DIST = {"sglang": "sglang", "flashinfer": "flashinfer-python"}
 KERNEL_PACKAGES = ("sgl-kernel", "sglang-kernel")
 PINNED = ("torch", "flashinfer-python", "flashinfer-cubin", *KERNEL_PACKAGES)
 SYMM_TABLE = "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"
@@ -49,14 +57,33 @@ SYMM_TABLE = "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"
 # --- one wheel --------------------------------------------------------------------------------
 
 
-def read_wheel(path: Path) -> dict:
+def read_wheel(path: Path, package: str = "sglang") -> dict:
+    prefix = {"sglang": "sglang/srt/", "flashinfer": "flashinfer/jit/"}[package]
     with zipfile.ZipFile(path) as wheel:
         names = wheel.namelist()
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
         metadata = email.parser.Parser().parsestr(wheel.read(meta).decode("utf-8"))
         sources = {n: wheel.read(n).decode("utf-8", "replace") for n in names
-                   if n.startswith("sglang/srt/") and n.endswith(".py")}
+                   if n.startswith(prefix) and n.endswith(".py")}
+    if package == "flashinfer":
+        return extract_flashinfer(metadata["Version"], sources)
     return extract(metadata["Version"], metadata.get_all("Requires-Dist") or [], sources)
+
+
+def extract_flashinfer(version: str, sources: dict[str, str]) -> dict:
+    """Every JIT module generator's arch gate: ``def gen_X_module`` ... ``supported_major_versions=[...]``."""
+    gates: dict[str, list[int]] = {}
+    for text in sources.values():
+        tree = _parse(text)
+        for func in ast.walk(tree) if tree is not None else ():
+            if not isinstance(func, ast.FunctionDef):
+                continue
+            for node in ast.walk(func):
+                if (isinstance(node, ast.keyword) and node.arg == "supported_major_versions"
+                        and isinstance(node.value, (ast.List, ast.Tuple))):
+                    gates[func.name] = sorted(e.value for e in node.value.elts
+                                              if isinstance(e, ast.Constant) and isinstance(e.value, int))
+    return {"version": version, "jit_majors": dict(sorted(gates.items()))}
 
 
 def extract(version: str, requires: list[str], sources: dict[str, str]) -> dict:
@@ -185,24 +212,27 @@ def _attr(node: ast.AST) -> str | None:
 # --- many releases ----------------------------------------------------------------------------
 
 
-def download(versions: list[str], into: Path) -> list[Path]:
+def download(versions: list[str], into: Path, package: str = "sglang") -> list[Path]:
+    dist = DIST[package]
     wheels = []
     for version in versions:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                         "--python-version", "3.12", "--platform", "manylinux_2_34_x86_64",
-                        "--platform", "any", f"sglang=={version}", "-d", str(into)], check=True)
-        wheels.append(next(into.glob(f"sglang-{version}-*.whl")))
+                        "--platform", "any", f"{dist}=={version}", "-d", str(into)], check=True)
+        wheels.append(next(into.glob(f"{dist.replace('-', '_')}-{version}-*.whl")))
     return wheels
 
 
-def document(releases: list[dict]) -> str:
+def document(releases: list[dict], package: str = "sglang") -> str:
     releases = sorted(releases, key=lambda r: _version_key(r["version"]))
+    dist = DIST[package]
+    where = {"sglang": "sglang/srt/**/*.py, METADATA", "flashinfer": "flashinfer/jit/**/*.py"}[package]
     header = (
-        "# GENERATED by tools/wheel-facts/extract_sglang.py from the sglang wheels on PyPI: do not\n"
+        f"# GENERATED by tools/wheel-facts/extract.py from the {dist} wheels on PyPI: do not\n"
         "# edit by hand; rerun it (`--download VERSIONS`) and commit the result. Each entry is what\n"
-        "# that release's own source and METADATA say (null: not found in it). Read by\n"
-        "# envmgr/compat/context.py; the fields are explained in the script's docstring.\n")
-    body = {"source": "sglang wheels from https://pypi.org/project/sglang/ (sglang/srt/**/*.py, METADATA)",
+        "# that release's own source says (null: not found in it). Read by envmgr/compat/context.py;\n"
+        "# the fields are explained in the script's docstring.\n")
+    body = {"source": f"{dist} wheels from https://pypi.org/project/{dist}/ ({where})",
             "releases": {r["version"]: {k: v for k, v in r.items() if k != "version"} for r in releases}}
     return header + yaml.safe_dump(body, sort_keys=False, width=100)
 
@@ -215,18 +245,20 @@ def _version_key(version: str) -> tuple:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("package", choices=sorted(OUT))
     parser.add_argument("wheels", nargs="*", type=Path)
     parser.add_argument("--download", nargs="+", metavar="VERSION", default=[])
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    out = args.out or OUT[args.package]
     with tempfile.TemporaryDirectory() as tmp:
-        wheels = list(args.wheels) + download(args.download, Path(tmp))
+        wheels = list(args.wheels) + download(args.download, Path(tmp), args.package)
         releases = []
         for wheel in wheels:
-            releases.append(read_wheel(wheel))
+            releases.append(read_wheel(wheel, args.package))
             print(f"{wheel.name}: {releases[-1]}", file=sys.stderr)
-    args.out.write_text(document(releases), encoding="utf-8")
-    print(f"wrote {args.out} ({len(releases)} releases)")
+    out.write_text(document(releases, args.package), encoding="utf-8")
+    print(f"wrote {out} ({len(releases)} releases)")
     return 0
 
 
