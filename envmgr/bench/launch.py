@@ -16,7 +16,6 @@ The scenario's loop was ``nohup ... &``, ``sleep 600``, grep. Here:
 from __future__ import annotations
 
 import re
-import signal
 import socket
 import threading
 from array import array
@@ -30,7 +29,7 @@ from typing import Literal, Protocol
 
 from envmgr.backends.service import Service
 from envmgr.bench.command import ServerCommand
-from envmgr.bench.triage import Finding, Triage, clean_line
+from envmgr.bench.triage import Finding, Triage, clean_line, signal_name
 from envmgr.errors import BackendError, UsageError
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -88,14 +87,10 @@ def exit_text(code: int | None) -> str:
     """How the server ended, in words: "exited with code 1", "was killed by SIGKILL"."""
     if code is None:
         return "the server closed its output but is still running"
-    if code < 0 or code > 128:
-        number = -code if code < 0 else code - 128
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
+    name = signal_name(code)
+    if name is not None:
         why = (" (SGLang kills its own process tree with SIGKILL when a child process fails)"
-               if number == signal.SIGKILL else "")
+               if name == "SIGKILL" else "")
         return f"the server was killed by {name} (exit code {code}){why}"
     return f"the server exited with code {code}"
 

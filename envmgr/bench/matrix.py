@@ -403,8 +403,6 @@ _FIND_MODULES = ("import importlib.util, json, sys\n"
 
 def env_modules(env: Env, python: str, modules: Sequence[str]) -> frozenset[str] | None:
     """Which of ``modules`` the environment's interpreter can import; None when it cannot say."""
-    import json
-
     if not modules:
         return frozenset()
     try:

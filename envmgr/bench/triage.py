@@ -386,14 +386,23 @@ def driver_cuda(values: dict[str, Value]) -> dict[str, Value]:
     return {"driver_cuda": f"{found // 1000}.{(found % 1000) // 10}"}
 
 
+def signal_name(code: int | None) -> str | None:
+    """The signal that ended a process, from its exit code: -9 (Python's) or 137 (a shell's)
+    -> "SIGKILL"; None for a normal exit."""
+    if not isinstance(code, int) or 0 <= code <= 128:
+        return None
+    number = -code if code < 0 else code - 128
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def exit_signal(values: dict[str, Value]) -> dict[str, Value]:
     """A negative exit code is the signal that ended the process: -9 -> SIGKILL, and why."""
     code = values.get("exit_code")
-    if not isinstance(code, int) or code >= 0:
-        return {}
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
+    name = signal_name(code) if isinstance(code, int) and code < 0 else None
+    if name is None or name.startswith("signal "):
         return {}
     derived: dict[str, Value] = {"exit_signal": f"killed by {name}"}
     if name == "SIGKILL":

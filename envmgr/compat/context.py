@@ -7,6 +7,7 @@ rules never treat unknown as bad. Every name produced here is listed in
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,8 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
     ctx.update(_hardware(spec, tables))
     ctx.update(_cuda(spec, facts, tables))
     ctx.update(_packages(spec, tables))
+    if ctx["sglang"]:
+        ctx.update(_sglang_gates(tables["sglang_releases"], ctx["sglang"], ctx["arch_major"]))
     ctx["jit_nvcc_major"] = major(ctx["jit_nvcc"])
     ctx["torch_driver_min"] = tables["cuda_driver_min"].get(ctx["torch_cuda_major"] or "")
     ctx.update({f"env:{k}": str(v) for k, v in spec.env.items()})
@@ -75,6 +78,7 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
 EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
 
 
+@functools.lru_cache(maxsize=32)  # `advise` evaluates one spec against every known release
 def model_num_experts(model_path: str) -> int | None:
     """The expert count of the model's config.json where it is readable here (validate runs on
     the host that will serve it, or not: unknown is never bad)."""
@@ -227,7 +231,6 @@ def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
     sglang = pin["sglang"]
     ctx["sglang"] = sglang
     if sglang:
-        ctx.update(_sglang_gates(tables["sglang_releases"], sglang, spec))
         pins = tables["sglang_pins"].get(Version(sglang).public)
         ctx["sglang_pins_known"] = pins is not None
         if pins:
@@ -252,12 +255,11 @@ def release_gates(releases: dict[str, dict], version: str) -> tuple[str | None, 
     return chosen, releases[chosen]
 
 
-def _sglang_gates(releases: dict[str, dict], sglang: str, spec: Spec) -> Context:
+def _sglang_gates(releases: dict[str, dict], sglang: str, arch_major: int) -> Context:
     """What the sglang release's own source says (read from its wheel: sglang_releases.yaml)."""
     _, gates = release_gates(releases, sglang)
     if gates is None:
         return {"sglang_gates_known": False}
-    arch_major = int(re.sub(r"\D", "", spec.hardware.gpu.arch)) // 10
     table = gates.get("symm_mem_world_sizes") or {}
     a2a = gates.get("a2a_flashinfer") or {}
     return {

@@ -114,17 +114,27 @@ def command(python: Path, model: Path, extra: dict | None = None, name: str = "r
     return ServerCommand(name, tuple(argv), dict(OFFLINE), "127.0.0.1", port)
 
 
+def gpu_after(used_before: int) -> dict:
+    """The GPU once the driver has freed what a stopped server held (it does a moment later)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (gpu_pids() or gpu_used_mib() > used_before + 64):
+        time.sleep(0.5)
+    return {"gpu_used_mib_before": used_before, "gpu_used_mib_after": gpu_used_mib(),
+            "gpu_pids_after": sorted(gpu_pids())}
+
+
+def assert_gpu_back(gpu: dict) -> None:
+    assert not gpu["gpu_pids_after"], gpu
+    assert gpu["gpu_used_mib_after"] <= gpu["gpu_used_mib_before"] + 64, gpu
+
+
 def assert_gpu_given_back(server: RunningServer, used_before: int) -> dict:
     """No process of the server's group left, none of them on the GPU, the memory back."""
     assert server.stopped_cleanly is True, server.leftovers
     assert group_members(server.service.pgid) == []
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and (gpu_pids() or gpu_used_mib() > used_before + 64):
-        time.sleep(0.5)  # the driver frees a killed process's memory a moment later
-    after = gpu_used_mib()
-    assert not gpu_pids(), gpu_pids()
-    assert after <= used_before + 64, (used_before, after)
-    return {"gpu_used_mib_before": used_before, "gpu_used_mib_after": after, "processes_left": []}
+    gpu = gpu_after(used_before)
+    assert_gpu_back(gpu)
+    return {**gpu, "processes_left": []}
 
 
 def write_spec(tmp_path: Path, model: Path, configs: dict, **bench) -> Path:
@@ -200,8 +210,8 @@ def test_bench_real_server_dense_model(sglang, tmp_path):
     report = envmgr("report", "--home", str(home), "--out", str(tmp_path / "report"))
     assert report.returncode == 0 and "sglang 0.5.11 on NVIDIA H200" in report.stdout
     assert "TEST DOUBLE" not in report.stdout
-    gpu = {"gpu_used_mib_before": used_before, "gpu_used_mib_after": gpu_used_mib(), "gpu_pids_after": sorted(gpu_pids())}
-    assert not gpu_pids() and gpu["gpu_used_mib_after"] <= used_before + 64
+    gpu = gpu_after(used_before)
+    assert_gpu_back(gpu)
     evidence("bench_dense", {"cells": {k: v.to_dict() for k, v in cells.items()}, "gpu": gpu,
                              "validate": validate.stdout, "bench": bench.stdout, "report": report.stdout})
 
@@ -336,7 +346,7 @@ def test_bench_real_server_moe_model(sglang, tmp_path):
     used_before = gpu_used_mib()
     bench = envmgr("bench", str(spec), "--env", URL, "--home", str(home))
     cells = results(home)
-    gpu = {"gpu_used_mib_before": used_before, "gpu_used_mib_after": gpu_used_mib(), "gpu_pids_after": sorted(gpu_pids())}
+    gpu = gpu_after(used_before)
     evidence("bench_moe", {"cells": {k: v.to_dict() for k, v in cells.items()}, "gpu": gpu, "bench": bench.stdout})
     assert cells["ep1_triton"].outcome == "ok", cells["ep1_triton"].summary
     assert cells["ep1_triton"].served_by.server_version == "0.5.11"
@@ -348,7 +358,7 @@ def test_bench_real_server_moe_model(sglang, tmp_path):
     assert a2a.outcome in ("hung", "ok", "crashed"), a2a.summary
     if a2a.outcome == "hung":
         assert a2a.startup_s < 400 and "health polls" in a2a.summary
-    assert not gpu_pids() and gpu["gpu_used_mib_after"] <= used_before + 64
+    assert_gpu_back(gpu)
 
 
 def test_deepep_without_deep_ep_is_explained(sglang, tmp_path):
