@@ -174,7 +174,7 @@ def cmd_advise(a: argparse.Namespace) -> int:
         from envmgr.state import write_atomic
 
         parent = os.path.relpath(a.spec.resolve(), a.write.resolve().parent)
-        name = f"{loaded.spec.metadata.name}-sglang-{chosen.sglang}".replace(".", "-")
+        name = f"{loaded.spec.metadata.name}-{chosen.suffix}"
         try:
             write_atomic(a.write, yaml.safe_dump(child_spec(parent, name, chosen, loaded.spec), sort_keys=False))
         except OSError as exc:
@@ -193,8 +193,8 @@ def cmd_advise(a: argparse.Namespace) -> int:
         if written:
             print(f"wrote {written} (extends {a.spec})")
         elif a.write is not None:
-            print(f"nothing written to {a.write}: no known release clears any blocker without blocking another")
-    return 1 if any(x.fixed_by is None for x in advice) else 0
+            print(f"nothing written to {a.write}: no known release or flag change clears any blocker without blocking another")
+    return 1 if any(x.fixed_by is None and not x.fixed_here for x in advice) else 0
 
 
 def _plan_on_hosts(loaded, url: str, as_json: bool) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
@@ -260,6 +260,8 @@ class FlagProblem:
     message: str
     fix: str
     field: str
+    # the flag change that fixes it keeping the setting (false drops a flag): advise applies it
+    edit: dict[str, FlagValue] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -284,9 +286,10 @@ class _Check:
         # Outside the parsers read, "not known" may just be newer or older than the data.
         return self.version is not None and not self.table.verified(self.version)
 
-    def add(self, severity: Severity, id_: str, flag: str, message: str, fix: str) -> None:
-        field = self.where(flag) if flag else ""  # a problem of the version, not of one flag
-        self.problems.append(FlagProblem(severity, id_, flag, message, fix, field))
+    def add(self, severity: Severity, id_: str, flag: str, message: str, fix: str,
+            edit: dict[str, FlagValue] | None = None) -> None:
+        at = self.where(flag) if flag else ""  # a problem of the version, not of one flag
+        self.problems.append(FlagProblem(severity, id_, flag, message, fix, at, edit or {}))
 
     def present(self, entry: Entry) -> bool:
         return self.version is None or entry.span.has(self.version)
@@ -317,7 +320,7 @@ def check_flags(flags: Mapping[str, FlagValue], sglang_version: str | None,
 
 
 def _check_one(check: _Check, name: str, entry: Entry, value: FlagValue) -> None:
-    if not _check_span(check, name, entry):
+    if not _check_span(check, name, entry, value):
         return
     _check_deprecated(check, name, entry)
     if _check_kind(check, name, entry, value):
@@ -366,26 +369,32 @@ def _unknown(check: _Check, name: str) -> None:
     check.add(severity, "flag-unknown", name, f"{name} is not a flag of {scope}", f"{hint}{HELP}")
 
 
-def _check_span(check: _Check, name: str, entry: Entry) -> bool:
+def _check_span(check: _Check, name: str, entry: Entry, value: FlagValue) -> bool:
     """False (and a problem) when the spelling is not in the environment's release."""
     if check.present(entry):
         return True
     assert check.version is not None
     span, have = entry.span, f"this environment has {check.version}{_silently(check, name)}"
     other = _other_spelling(check, entry)
+    # The same setting under a spelling this release has (a removed deprecated flag: what it `sets`).
+    edit = {name: False, other: value} if other else None
     if span.since and check.version < Version(span.since):
         fix = f"upgrade sglang to >= {span.since}, or drop the flag"
         fix = f"write {other} (the same flag in {check.version})" if other else fix
-        check.add("error", "flag-too-new", name, f"{name} appears in sglang {span.since}; {have}", fix)
+        check.add("error", "flag-too-new", name, f"{name} appears in sglang {span.since}; {have}", fix, edit)
     elif span.removed and check.version >= Version(span.removed):
         replacement = entry.info.replacement if entry.spelling == entry.canonical else None
         fix = (f"use {other}" if other else f"use {replacement} instead" if replacement
                else "drop the flag, or pin sglang below " + span.removed)
         note = f" ({entry.info.note})" if entry.info.note else ""
-        check.add("error", "flag-removed", name, f"{name} was removed in sglang {span.removed}; {have}{note}", fix)
+        sets = entry.info.sets if entry.spelling == entry.canonical else None
+        if edit is None and sets and check.present(check.table.entries[sets]):
+            edit = {name: False, sets: value}
+        check.add("error", "flag-removed", name, f"{name} was removed in sglang {span.removed}; {have}{note}",
+                  fix, edit)
     else:
         check.add("error", "flag-missing", name, f"{name} is not a flag of sglang {check.version}{_silently(check, name)}",
-                  f"write {other}" if other else f"drop the flag; {HELP}")
+                  f"write {other}" if other else f"drop the flag; {HELP}", edit)
     return False
 
 

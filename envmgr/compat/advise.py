@@ -56,6 +56,10 @@ class Advice:
     starts_with: Candidate | None = None  # the nearest under which it starts, the feature still off
     feature_off: str = ""
     fragments: dict[str, dict] = field(default_factory=dict)  # "fix" / "starts": paste into the spec
+    fixed_here: bool = False  # flag edits alone clear it, on the spec's own stack
+    here_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    edits: dict[str, dict[str, Any]] = field(default_factory=dict)  # flag edits with fixed_by
+    starts_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
     still: list[Finding] = field(default_factory=list)  # newest release checked: what remains
     newest_checked: str | None = None
     checked: int = 0
@@ -64,10 +68,12 @@ class Advice:
         return {
             "blocker": self.blocker or "stack",
             "errors": [f.to_dict() for f in self.errors],
+            "fixed_by_flags": {"edits": self.here_edits, "fragment": self.fragments.get("flags")}
+            if self.fixed_here else None,
             "fixed_by": None if self.fixed_by is None else {
                 "sglang": self.fixed_by.sglang, "packages": self.fixed_by.packages,
                 "torch_cuda": self.fixed_by.torch_cuda, "toolkit": self.fixed_by.toolkit,
-                "driver": self.fixed_by.driver, "fragment": self.fragments.get("fix")},
+                "driver": self.fixed_by.driver, "flags": self.edits, "fragment": self.fragments.get("fix")},
             "starts_without_feature": None if self.starts_with is None else {
                 "sglang": self.starts_with.sglang, "feature_off": self.feature_off,
                 "fragment": self.fragments.get("starts")},
@@ -107,32 +113,96 @@ def advise(spec: Spec, kb: KnowledgeBase | None = None) -> list[Advice]:
         return []
     candidates = nearest_first(spec, kb)
     advice = {name: Advice(name, errors) for name, errors in blocked.items()}
+    for name, item in advice.items():
+        if name == STACK:
+            continue
+        edited, edits, findings = flag_edits(spec, kb, only=name)
+        if edits and name not in blockers(findings) and not _feature_off_by_config(findings, kb).get(name):
+            item.fixed_here, item.here_edits = True, edits  # the smallest change: flags on this stack
     for candidate in candidates:
-        variant, after = _without_new_stack_errors(spec, candidate, blocked, kb)
+        variant, after, edits = _without_new_stack_errors(spec, candidate, blocked, kb)
         for name, item in advice.items():
             item.checked += 1
             if item.fixed_by is not None or after is None:
                 continue
-            if name in after:
-                continue
+            if name in after or (item.fixed_here and edits.get(name)):
+                continue  # blocked there, or cleared by the same flags the spec's stack needs
             off = [f for f in after.get("feature_off", {}).get(name, [])]
             if off:
                 if item.starts_with is None:
                     item.starts_with, item.feature_off = variant, off[0]
+                    item.starts_edits = edits
                 continue
-            item.fixed_by = variant
+            item.fixed_by, item.edits = variant, edits
     for item in advice.values():
-        for key, chosen in (("fix", item.fixed_by), ("starts", item.starts_with)):
+        if item.fixed_here:
+            item.fragments["flags"] = edits_fragment(item.here_edits)
+        for key, chosen, edits in (("fix", item.fixed_by, item.edits), ("starts", item.starts_with, item.starts_edits)):
             if chosen is not None:
-                item.fragments[key] = fragment(chosen, spec)
+                item.fragments[key] = {**fragment(chosen, spec), **edits_fragment(edits)}
     newest = max(candidates, key=lambda c: Version(c.sglang), default=None)
     if newest is not None:
-        final = blockers(evaluate(with_candidate(spec, newest), kb=kb))
+        _, _, findings = flag_edits(with_candidate(spec, newest), kb)
+        final = blockers(findings)
         for item in advice.values():
             item.newest_checked = newest.sglang
             if item.fixed_by is None:
                 item.still = final.get(item.blocker, [])
     return sorted(advice.values(), key=lambda a: (a.blocker != STACK, a.blocker))
+
+
+# Edits: where -> flag -> value; where is "" for benchmarks.server_flags, else a config name.
+Edits = dict[str, dict[str, Any]]
+MAX_EDIT_ROUNDS = 4  # an edit can reveal the next finding (a rename, then its value)
+
+
+def flag_edits(spec: Spec, kb: KnowledgeBase, only: str | None = None) -> tuple[Spec, Edits, list[Finding]]:
+    """Apply the flag changes the error findings carry (a rule's ``edit``, a renamed flag's new
+    spelling) until none is left: the edited spec, the edits, and the findings on it. ``only``:
+    the edits one config's errors carry, written into that config."""
+    edits: Edits = {}
+    findings = evaluate(spec, kb=kb)
+    for _ in range(MAX_EDIT_ROUNDS):
+        step: Edits = {}
+        for f in findings:
+            if f.severity != "error" or not f.edit or (only is not None and only not in f.configs):
+                continue
+            common = only is None and f.field.startswith("benchmarks.server_flags.")
+            for where in [only] if only is not None else [""] if common else f.configs:
+                for flag, value in f.edit:
+                    if edits.get(where, {}).get(flag, object()) != value:
+                        step.setdefault(where, {})[flag] = value
+        if not step:
+            break
+        for where, flags in step.items():
+            edits.setdefault(where, {}).update(flags)
+        spec = with_flags(spec, edits)
+        findings = evaluate(spec, kb=kb)
+    return spec, edits, findings
+
+
+def with_flags(spec: Spec, edits: Edits) -> Spec:
+    bench = spec.benchmarks
+    if bench is None or not edits:
+        return spec
+    configs = {name: (overlay.model_copy(update={"flags": {**overlay.flags, **edits[name]}})
+                      if name in edits else overlay) for name, overlay in bench.configs.items()}
+    common = {**bench.server_flags, **edits.get("", {})}
+    return spec.model_copy(update={"benchmarks": bench.model_copy(update={"configs": configs,
+                                                                          "server_flags": common})})
+
+
+def edits_fragment(edits: Edits) -> dict[str, Any]:
+    """The spec fragment that makes the flag edits (false drops a flag)."""
+    if not edits:
+        return {}
+    out: dict[str, Any] = {}
+    if edits.get(""):
+        out["server_flags"] = dict(edits[""])
+    configs = {name: {"flags": dict(flags)} for name, flags in edits.items() if name}
+    if configs:
+        out["configs"] = configs
+    return {"benchmarks": out}
 
 
 def upgrade(old: Spec, new: Spec, kb: KnowledgeBase | None = None) -> list[ConfigChange]:
@@ -171,21 +241,22 @@ def _feature_off(kb: KnowledgeBase, rule_id: str) -> str:
 
 
 def _without_new_stack_errors(spec: Spec, candidate: Candidate, blocked: dict[str, list[Finding]],
-                              kb: KnowledgeBase) -> tuple[Candidate, dict | None]:
+                              kb: KnowledgeBase) -> tuple[Candidate, dict | None, Edits]:
     """The candidate, or the candidate with the least toolkit/driver change that keeps the stack
-    free of new errors, and what still blocks under it; None when every variant breaks the stack
-    or blocks a config that is not blocked now (a fix for one config must not cost another)."""
+    free of new errors, with the flag edits it needs, and what still blocks under it; None when
+    every variant breaks the stack or blocks a config that is not blocked now (a fix for one
+    config must not cost another)."""
     stack_before = {f.rule for f in blocked.get(STACK, [])}
     for variant in [candidate, *toolkit_variants(spec, candidate, kb)]:
-        findings = evaluate(with_candidate(spec, variant), kb=kb)
+        _, edits, findings = flag_edits(with_candidate(spec, variant), kb)
         after: dict = blockers(findings)
         if {f.rule for f in after.get(STACK, [])} - stack_before:
             continue  # the stack itself would break
         if set(after) - set(blocked):
-            return candidate, None  # it blocks a config that runs today: no toolkit undoes that
+            return candidate, None, {}  # it blocks a config that runs today: no toolkit undoes that
         after["feature_off"] = _feature_off_by_config(findings, kb)
-        return variant, after
-    return candidate, None
+        return variant, after, edits
+    return candidate, None, {}
 
 
 def toolkit_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> list[Candidate]:
@@ -307,20 +378,45 @@ def fragment(candidate: Candidate, spec: Spec | None = None) -> dict[str, Any]:
     return {**out, "python": python}
 
 
-def child_spec(parent: str, name: str, candidate: Candidate, spec: Spec) -> dict[str, Any]:
-    """A spec that extends ``parent`` with the candidate's pins (for ``--write``)."""
+@dataclass(frozen=True)
+class Choice:
+    """What ``--write`` writes: a release (None: the spec's own) and the flag edits with it."""
+
+    candidate: Candidate | None
+    edits: Edits
+    unblocks: tuple[str, ...]
+
+    @property
+    def suffix(self) -> str:
+        return f"sglang-{self.candidate.sglang}".replace(".", "-") if self.candidate else "flags"
+
+
+def child_spec(parent: str, name: str, choice: Choice, spec: Spec) -> dict[str, Any]:
+    """A spec that extends ``parent`` with the choice's pins and flag edits (for ``--write``)."""
+    pins = fragment(choice.candidate, spec) if choice.candidate is not None else {}
     return {"apiVersion": "envmgr/v1", "extends": parent, "metadata": {"name": name},
-            **fragment(candidate, spec)}
+            **pins, **edits_fragment(choice.edits)}
 
 
-def best(advice: list[Advice]) -> Candidate | None:
-    """The candidate that unblocks the most blockers (the nearest among equals)."""
-    counts: dict[str, tuple[int, int, Candidate]] = {}
-    for index, item in enumerate(advice):
+def best(advice: list[Advice]) -> Choice | None:
+    """The change that unblocks the most blockers: flag edits on the spec's own stack before a
+    release among equals, then the nearest release."""
+    here = [a for a in advice if a.fixed_here]
+    options: list[tuple[int, int, Choice]] = []
+    if here:
+        merged: Edits = {}
+        for item in here:
+            for where, flags in item.here_edits.items():
+                merged.setdefault(where, {}).update(flags)
+        options.append((len(here), 1, Choice(None, merged, tuple(a.blocker for a in here))))
+    by_release: dict[str, list[Advice]] = {}
+    for item in advice:
         if item.fixed_by is not None:
-            seen = counts.get(item.fixed_by.sglang)
-            counts[item.fixed_by.sglang] = ((seen[0] if seen else 0) + 1, -index, item.fixed_by)
-    return max(counts.values(), key=lambda c: (c[0], c[1]))[2] if counts else None
+            by_release.setdefault(item.fixed_by.sglang, []).append(item)
+    for index, (_, items) in enumerate(by_release.items()):  # nearest first (advice order)
+        options.append((len(items), -index - 1, Choice(items[0].fixed_by, items[0].edits,
+                                                       tuple(a.blocker for a in items))))
+    return max(options, key=lambda o: (o[0], o[1]))[2] if options else None
 
 
 def _packages(spec: Spec) -> dict[str, str]:

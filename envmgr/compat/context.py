@@ -39,12 +39,12 @@ STACK_FACTS = frozenset({
     "symm_mem_world_sizes", "observed_arch", "observed_gpu", "nvml_error",
     "sglang_gates_known", "sglang_symm_mem_majors", "sglang_symm_mem_other_major",
     "sglang_fusion_majors", "sglang_fusion_refuses_other", "sglang_a2a_runner_backends",
-    "sglang_a2a_needs_dp_attention", "sglang_grpc_port_check", "sglang_cuda_python_min_major",
+    "sglang_a2a_needs_dp_attention", "sglang_a2a_dp_flag", "sglang_grpc_port_check", "sglang_cuda_python_min_major",
     "sglang_kernel_cuda_tag", "model_path", "model_num_experts", "flashinfer_fusion_majors",
     "flashinfer_gates_release",
     "load_dataset", "load_dataset_path",
 })
-CONFIG_FACTS = frozenset({"config", "world_size", "dp_size", "tp_size", "pp_size", "ep_size",
+CONFIG_FACTS = frozenset({"config", "world_size", "dp_size", "attn_dp_size", "tp_size", "pp_size", "ep_size",
                           "gpus_needed", "parallel_layout", "ep_divides_tp", "missing_feature_modules",
                           "unlisted_feature_modules", "moe_runner_backend", "attention_backends",
                           "ep_divides_experts"})
@@ -116,6 +116,9 @@ def config_context(stack: Context, spec: Spec, config: str, feature_modules: dic
         or stack["gpu_count"]
     ctx["dp_size"] = _int(_first(flags, "--dp-size", "--data-parallel-size", "--dp")) or 1
     ctx.update(_parallel(flags, ctx["dp_size"]))
+    # attention-DP width: --attn-dp-size (sglang >= 0.5.22), or the older --dp-size N --enable-dp-attention
+    ctx["attn_dp_size"] = _int(_first(flags, "--attn-dp-size", "--attention-data-parallel-size")) \
+        or (ctx["dp_size"] if flags.get("--enable-dp-attention") else 1)
     ctx["moe_runner_backend"] = str(flags.get("--moe-runner-backend", "auto"))  # SGLang's default
     ctx["attention_backends"] = [str(flags[f]) for f in ATTENTION_FLAGS if f in flags]
     experts = stack.get("model_num_experts")
@@ -272,6 +275,7 @@ def _sglang_gates(releases: dict[str, dict], sglang: str, arch_major: int) -> Co
         "sglang_fusion_refuses_other": gates.get("fusion_refuses_other"),
         "sglang_a2a_runner_backends": a2a.get("runner_backends"),
         "sglang_a2a_needs_dp_attention": a2a.get("needs_dp_attention"),
+        "sglang_a2a_dp_flag": a2a.get("dp_flag"),
         "sglang_grpc_port_check": gates.get("grpc_port_check"),
         "sglang_cuda_python_min_major": major((gates.get("pins") or {}).get("cuda-python-min")),
     }

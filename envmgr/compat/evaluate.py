@@ -34,9 +34,13 @@ class Finding:
     field: str
     configs: tuple[str, ...] = ()  # benchmark configs it concerns (config-scoped rules)
     where: str | None = None  # file:line, when the spec's source is known
+    # flag changes that clear it and keep the config's intent (false drops a flag); advise tries them
+    edit: tuple[tuple[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["edit"] = dict(self.edit)
+        return out
 
 
 def check(loaded: LoadedSpec, facts: Facts | None = None,
@@ -178,7 +182,16 @@ def _finding(rule: Rule, ctx: Context, kb: KnowledgeBase,
         field = _config_field(field, spec, config)
     return Finding(rule=rule.id, severity=rule.severity, message=render(rule.message, ctx),
                    fix=render(rule.fix, ctx), source=kb.sources[rule.source],
-                   field=field, configs=(config,) if config else ())
+                   field=field, configs=(config,) if config else (),
+                   edit=tuple((flag, _edit_value(value, ctx)) for flag, value in rule.edit.items()))
+
+
+def _edit_value(value: Any, ctx: Context) -> Any:
+    """A rule's edit value with its facts filled in; a number stays a number."""
+    if not isinstance(value, str):
+        return value
+    text = render(value, ctx)
+    return int(text) if text.isdigit() else text
 
 
 def _flag_findings(spec: Spec, config: str, ctx: Context, kb: KnowledgeBase) -> list[Finding]:
@@ -190,7 +203,8 @@ def _flag_findings(spec: Spec, config: str, ctx: Context, kb: KnowledgeBase) -> 
     problems = check_flags(spec.benchmarks.flags_of(config), str(sglang) if sglang else None,
                            where=lambda flag: _config_field(flag, spec, config))
     return [Finding(rule=p.id, severity=p.severity, message=p.message, fix=p.fix,
-                    source=kb.sources["sglang_args"], field=p.field, configs=(config,)) for p in problems]
+                    source=kb.sources["sglang_args"], field=p.field, configs=(config,),
+                    edit=tuple(p.edit.items())) for p in problems]
 
 
 def _config_field(at: str, spec: Spec, config: str) -> str:

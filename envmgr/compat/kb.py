@@ -79,6 +79,17 @@ class Rule(BaseModel):
     predicts: list[str] = Field(default_factory=list, description="probes this rule says will fail")
     # the server starts, but the feature the config asks for stays off (a flag accepted and ignored)
     feature_off: str = Field("", description="the feature that stays off when this fires")
+    # the flag change that clears it and keeps what the config asks for (advise tries it):
+    # flag -> value template ("{world_size}"), true (bare), false (drop the flag)
+    edit: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("edit")
+    @classmethod
+    def _edit_names_flags(cls, value: dict[str, Any]) -> dict[str, Any]:
+        bad = [k for k in value if not str(k).startswith("--")]
+        if bad:
+            raise ValueError(f"edit: keys must be server flags (--name), not {bad}")
+        return value
 
     @field_validator("when", mode="before")
     @classmethod

@@ -161,6 +161,14 @@ def render_cells(cells, out: Printer | None = None) -> None:
             out.indented(f"    fix: {problem['fix']}", INDENT, "green")
 
 
+def _paste(out: Printer, what: str, fragment: dict) -> None:
+    import yaml
+
+    out.indented(f"{what}; paste into the spec (or `envmgr advise SPEC --write CHILD.yaml`):", INDENT, "green")
+    for line in yaml.safe_dump(fragment, sort_keys=False).splitlines():
+        out.indented(line, INDENT + 2)
+
+
 def render_advice(loaded: LoadedSpec, advice: list, upgrade=None, from_label: str = "",
                   out: Printer | None = None) -> None:
     """``envmgr advise``: per blocker, the nearest known release that clears it, or why none."""
@@ -187,11 +195,14 @@ def render_advice(loaded: LoadedSpec, advice: list, upgrade=None, from_label: st
         out.line((what, "bold"), ": blocked by " + ", ".join(f.rule for f in item.errors))
         for f in item.errors:
             out.indented(f"{f.rule}: {f.fix}", INDENT, "dim")
+        if item.fixed_here:
+            _paste(out, "flag changes clear it on this stack", item.fragments["flags"])
         if item.fixed_by is not None:
-            out.indented(f"nearest release that clears it: {item.fixed_by.label}; paste into the spec "
-                         "(or `envmgr advise SPEC --write CHILD.yaml`):", INDENT, "green")
-            for line in yaml.safe_dump(item.fragments["fix"], sort_keys=False).splitlines():
-                out.indented(line, INDENT + 2)
+            _paste(out, ("or " if item.fixed_here else "") + f"nearest release that clears it: {item.fixed_by.label}"
+                   + (" with flag changes" if item.edits else ""), item.fragments["fix"])
+        elif item.fixed_here:
+            out.indented(f"no known sglang release clears it without these flags ({item.checked} checked, "
+                         f"newest {item.newest_checked})", INDENT, "dim")
         else:
             if item.starts_with is not None:
                 out.indented(f"{item.starts_with.label} starts it, but {item.feature_off} stays off there",

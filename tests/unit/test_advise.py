@@ -9,7 +9,10 @@ from pathlib import Path
 import yaml
 
 from envmgr.cli import main
-from envmgr.compat.advise import advise, upgrade
+from packaging.version import Version
+
+from envmgr.compat.advise import advise, blockers, flag_edits, nearest_first, upgrade, with_candidate
+from envmgr.compat.kb import default_knowledge_base
 from envmgr.spec import load_spec
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
@@ -45,7 +48,11 @@ def test_a_release_that_fixes_one_config_but_blocks_another_is_not_advice():
     # 0.5.12 has no dp-attention assert, but its symm-mem KeyError would block torch_symm_mem
     advice = by_blocker("cuda13.yaml")["ep_flashinfer_a2a"]
     assert advice.fixed_by is None
-    assert "add --enable-dp-attention" in advice.errors[0].fix  # the finding's own fix is the way
+    # the finding's own edit is the way, on this stack: searched and checked, not just its fix text
+    assert advice.fixed_here
+    assert advice.here_edits == {"ep_flashinfer_a2a": {"--enable-dp-attention": True, "--dp-size": 8}}
+    assert advice.fragments["flags"] == {"benchmarks": {"configs": {"ep_flashinfer_a2a": {
+        "flags": {"--enable-dp-attention": True, "--dp-size": 8}}}}}
 
 
 def only_symm_mem(tmp_path: Path) -> Path:
@@ -78,12 +85,28 @@ def test_the_cuda13_a2a_config_has_a_release_once_the_symm_mem_config_is_gone(tm
     [advice] = advise(load_spec(child).spec)
     assert advice.blocker == "ep_flashinfer_a2a"
     assert advice.fixed_by.sglang == "0.5.12"  # the nearest without the dp-attention assert
+    assert advice.fixed_here  # or the flags on this stack: the smaller change, which --write takes
     written = tmp_path / "fixed.yaml"
     assert main(["advise", str(child), "--write", str(written)]) == 0
-    assert "wrote" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "flag changes clear it on this stack" in out and "or nearest release that clears it: sglang 0.5.12" in out
     fixed = load_spec(written)
-    assert fixed.spec.python.packages["sglang"] == "==0.5.12"
+    assert fixed.spec.metadata.name == "a2a-flags"
+    assert fixed.spec.python.packages["sglang"] == "==0.5.15"
+    assert fixed.spec.benchmarks.flags_of("ep_flashinfer_a2a")["--dp-size"] == 8
     assert advise(fixed.spec) == []  # the written spec has nothing left blocked
+
+
+def test_a_newer_release_comes_with_the_renames_and_asserts_it_needs(tmp_path):
+    """0.5.20 removed --cuda-graph-max-bs (its setting is --cuda-graph-max-bs-decode) and 0.5.22
+    asserts --attn-dp-size: a release advice carries those flag edits, checked by re-evaluation."""
+    spec = load_spec(SPECS / "cuda13.yaml").spec
+    newest = max(nearest_first(spec, default_knowledge_base()), key=lambda c: Version(c.sglang))
+    edited, edits, findings = flag_edits(with_candidate(spec, newest), default_knowledge_base())
+    assert edits[""] == {"--cuda-graph-max-bs": False, "--cuda-graph-max-bs-decode": 128}
+    assert edits["ep_flashinfer_a2a"] == {"--attn-dp-size": 8}
+    assert "ep_flashinfer_a2a" not in blockers(findings)
+    assert "--cuda-graph-max-bs" not in edited.benchmarks.flags_of("baseline")
 
 
 def test_cli_json_and_write_a_child_spec_that_loads(tmp_path, capsys):

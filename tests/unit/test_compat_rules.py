@@ -160,6 +160,12 @@ CASES: dict[str, tuple] = {
         cfg({"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass"}),
         cfg({"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass",
              "--enable-dp-attention": True, "--dp-size": 8})),
+    # 0.5.22 asserts attn_dp_size == tp_size: --attn-dp-size, or the deprecated pair it becomes
+    "a2a-flashinfer-needs-attn-dp-size": (
+        deep_merge({"python": {"packages": {"sglang": "0.5.22"}}},
+                   cfg({"--moe-a2a-backend": "flashinfer", "--attn-dp-size": 4})),
+        deep_merge({"python": {"packages": {"sglang": "0.5.22"}}},
+                   cfg({"--moe-a2a-backend": "flashinfer", "--enable-dp-attention": True, "--dp-size": 8}))),
     "a2a-flashinfer-ep-size": (cfg({"--moe-a2a-backend": "flashinfer"}), cfg({"--moe-a2a-backend": "deepep"})),
     "a2a-flashinfer-expert-location-assert": (
         deep_merge(OLD_SGLANG, cfg({"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutlass"})),
@@ -362,7 +368,15 @@ def test_a2a_rules_follow_each_releases_asserts(version):
     rules = at_release(version, {"--moe-a2a-backend": "flashinfer", "--moe-runner-backend": "flashinfer_cutedsl"})
     runners = a2a.get("runner_backends")
     assert ("a2a-flashinfer-needs-cutlass-runner" in rules) is (runners is not None and "flashinfer_cutedsl" not in runners)
-    assert ("a2a-flashinfer-needs-dp-attention" in rules) is bool(a2a.get("needs_dp_attention"))
+    needs = bool(a2a.get("needs_dp_attention"))
+    new_flag = a2a.get("dp_flag") == "--attn-dp-size"
+    assert ("a2a-flashinfer-needs-dp-attention" in rules) is (needs and not new_flag)
+    assert ("a2a-flashinfer-needs-attn-dp-size" in rules) is (needs and new_flag)
+    if needs:  # the flags each rule's edit adds clear it in that release
+        edit = {"--attn-dp-size": 8} if new_flag else {"--enable-dp-attention": True, "--dp-size": 8}
+        cleared = at_release(version, {"--moe-a2a-backend": "flashinfer",
+                                       "--moe-runner-backend": "flashinfer_cutedsl", **edit})
+        assert not {"a2a-flashinfer-needs-dp-attention", "a2a-flashinfer-needs-attn-dp-size"} & cleared
 
 
 @pytest.mark.parametrize("version", sorted(RELEASES))
@@ -384,6 +398,9 @@ def test_corrected_facts_at_their_real_boundaries():
     cutedsl = {**a2a, "--moe-runner-backend": "flashinfer_cutedsl", "--enable-dp-attention": True, "--dp-size": 8}
     assert "a2a-flashinfer-needs-cutlass-runner" in at_release("0.5.12", cutedsl)
     assert "a2a-flashinfer-needs-cutlass-runner" not in at_release("0.5.13", cutedsl)
+    # and still from 0.5.22, where the assert reads --attn-dp-size (an earlier extraction missed it)
+    assert "a2a-flashinfer-needs-attn-dp-size" in at_release("0.5.22", a2a)
+    assert "a2a-flashinfer-needs-attn-dp-size" not in at_release("0.5.21", a2a)
     # fusion on SM120: refused by sglang itself from 0.5.14 through the newest release read
     fusion = {"--enable-flashinfer-allreduce-fusion": True}
     newest = max(RELEASES, key=lambda v: tuple(int(x) for x in v.split(".")))

@@ -72,7 +72,7 @@ def test_a_release_like_0_5_13():
     assert gates["symm_mem_world_sizes"] == {9: [2, 4, 6, 8], 10: [2, 4, 6, 8]}
     assert gates["symm_mem_other_major"] == "KeyError"
     assert gates["a2a_flashinfer"] == {"runner_backends": ["flashinfer_cutlass", "flashinfer_cutedsl"],
-                                       "needs_dp_attention": True}
+                                       "needs_dp_attention": True, "dp_flag": "--enable-dp-attention"}
     assert (gates["fusion_majors"], gates["fusion_refuses_other"]) == (None, None)  # no such file
     assert gates["grpc_port_check"] is True
 
@@ -81,6 +81,24 @@ def test_a_release_like_0_5_14_warns_and_has_the_fusion_gate():
     gates = extractor.extract("0.5.14", REQUIRES, sources(NEW_SYMM))
     assert gates["symm_mem_other_major"] == "warning"
     assert (gates["fusion_majors"], gates["fusion_refuses_other"]) == ([9, 10], True)
+
+
+# 0.5.22's shape (arg_groups/moe_hook.py): the assert reads attn_dp_size, not enable_dp_attention
+A2A_0_5_22 = '''def _handle_a2a_moe(server_args):
+    cfg = resolving_view(server_args)
+    if a2a_now == "flashinfer":
+        assert attn_dp_enabled_of(cfg) and cfg.attn_dp_size == cfg.tp_size, (
+            "Flashinfer MoE A2A is only supported with --attn-dp-size equal to --tp-size"
+        )
+'''
+
+
+def test_a_release_like_0_5_22_asks_for_attn_dp_size():
+    files = {**sources(NEW_SYMM), "sglang/srt/server_args.py": "x = 1\n",
+             "sglang/srt/arg_groups/moe_hook.py": A2A_0_5_22}
+    gates = extractor.extract("0.5.22", REQUIRES, files)
+    assert gates["a2a_flashinfer"] == {"runner_backends": None, "needs_dp_attention": True,
+                                       "dp_flag": "--attn-dp-size"}
 
 
 def test_what_a_release_does_not_show_is_null_not_guessed():

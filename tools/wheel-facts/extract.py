@@ -23,7 +23,8 @@ Gates read, per sglang release:
   fusion_majors        the majors flashinfer_comm_fusion.py's gate admits (is_sm90/is_sm100
                        checks), with fusion_refuses_other: its "requires SM90 or SM10X" raise
   a2a_flashinfer       from the asserts whose message names "Flashinfer MoE A2A": the runner
-                       backends it accepts and whether it needs --enable-dp-attention
+                       backends it accepts, whether it needs attention DP as wide as TP, and
+                       the flag that asks for it (--enable-dp-attention, --attn-dp-size from 0.5.22)
   grpc_port_check      server_args derives grpc_port = port + 10000 and checks it <= 65535
 
 Per flashinfer release:
@@ -182,7 +183,7 @@ def _majors(text: str) -> set[int]:
 def a2a_flashinfer(trees: dict[str, ast.AST]) -> dict | None:
     """From the asserts whose message names "Flashinfer MoE A2A" (server_args.py)."""
     runners: list[str] | None = None
-    dp_attention = False
+    dp_attention, dp_flag = False, None
     seen = False
     for tree in trees.values():
         for node in ast.walk(tree):
@@ -194,11 +195,14 @@ def a2a_flashinfer(trees: dict[str, ast.AST]) -> dict | None:
             if (isinstance(test, ast.Compare) and _attr(test.left) == "moe_runner_backend"
                     and isinstance(test.ops[0], ast.In) and isinstance(test.comparators[0], (ast.List, ast.Tuple))):
                 runners = [e.value for e in test.comparators[0].elts if isinstance(e, ast.Constant)]
-            if any(_attr(n) == "enable_dp_attention" for n in ast.walk(test)):
-                dp_attention = True
+            names = {_attr(n) for n in ast.walk(test)}
+            if "attn_dp_size" in names:  # 0.5.22: --dp-size N --enable-dp-attention became --attn-dp-size N
+                dp_attention, dp_flag = True, "--attn-dp-size"
+            elif "enable_dp_attention" in names:
+                dp_attention, dp_flag = True, "--enable-dp-attention"
     if not seen:
         return None
-    return {"runner_backends": runners, "needs_dp_attention": dp_attention}
+    return {"runner_backends": runners, "needs_dp_attention": dp_attention, "dp_flag": dp_flag}
 
 
 def _is_name(node: ast.AST, name: str) -> bool:
