@@ -209,7 +209,8 @@ def driver_choice(spec: Spec, reboot: bool) -> dict[str, Any] | None:
     if not branch.isdigit():
         raise UsageError(f"driver.version {spec.driver.version!r}: {branch!r} is not a driver branch")
     return {"requested": spec.driver.version, "branch": branch, "apt_version": apt_version,
-            "forward_compat": spec.driver.forward_compat, "reboot": reboot}
+            "forward_compat": spec.driver.forward_compat, "kernel_modules": spec.driver.kernel_modules,
+            "reboot": reboot}
 
 
 def toolkit_vars(spec: Spec, toolkit_locks: Mapping[str, PreparedLock]) -> list[dict[str, Any]]:

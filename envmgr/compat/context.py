@@ -29,19 +29,19 @@ KERNEL_PACKAGES = ("sglang-kernel", "sgl-kernel")
 STACK_FACTS = frozenset({
     "arch", "arch_base", "arch_suffix", "arch_num", "arch_major", "arch_toolkit",
     "gpu_count", "gpu_model", "segment", "interconnect",
-    "driver", "forward_compat", "cuda", "cuda_major", "cuda_source", "cuda_driver_min",
+    "driver", "forward_compat", "driver_kernel_modules", "cuda", "cuda_major", "cuda_source", "cuda_driver_min",
     "cuda_bundled_driver", "torch", "torch_minor", "torch_cuda", "torch_cuda_version",
     "torch_cuda_major", "torch_driver_min", "torch_tags", "torch_stable_tags",
     "torch_cuda_status", "flashinfer", "flashinfer_cubin", "flashinfer_jit_cache_tag",
     "sglang", "sglang_pins_known", "sglang_pin_torch", "sglang_pin_flashinfer",
     "sglang_pin_kernel", "sglang_pin_kernel_package", "sglang_kernel",
     "sglang_kernel_package", "unpinned_stack_packages", "jit_nvcc", "jit_nvcc_major",
-    "symm_mem_world_sizes", "observed_arch", "observed_gpu", "nvml_error",
+    "symm_mem_world_sizes", "observed_arch", "observed_gpu", "nvml_error", "observed_kernel_module",
     "sglang_gates_known", "sglang_symm_mem_majors", "sglang_symm_mem_other_major",
     "sglang_fusion_majors", "sglang_fusion_refuses_other", "sglang_a2a_runner_backends",
     "sglang_a2a_needs_dp_attention", "sglang_a2a_dp_flag", "sglang_grpc_port_check", "sglang_cuda_python_min_major",
     "sglang_kernel_cuda_tag", "model_path", "model_num_experts", "flashinfer_fusion_majors",
-    "flashinfer_gates_release",
+    "flashinfer_gates_release", "torch_nccl", "nccl_pin", "nccl_package",
     "load_dataset", "load_dataset_path",
 })
 CONFIG_FACTS = frozenset({"config", "world_size", "dp_size", "attn_dp_size", "tp_size", "pp_size", "ep_size",
@@ -62,6 +62,7 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
     if ctx["sglang"]:
         ctx.update(_sglang_gates(tables["sglang_releases"], ctx["sglang"], ctx["arch_major"]))
     ctx["jit_nvcc_major"] = major(ctx["jit_nvcc"])
+    ctx.update(_nccl(spec, ctx, tables))
     ctx["torch_driver_min"] = tables["cuda_driver_min"].get(ctx["torch_cuda_major"] or "")
     ctx.update({f"env:{k}": str(v) for k, v in spec.env.items()})
     if facts is not None:
@@ -72,6 +73,22 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
         ctx["model_path"] = spec.benchmarks.model_path
         ctx["model_num_experts"] = model_num_experts(spec.benchmarks.model_path)
     return ctx
+
+
+NCCL_PACKAGES = ("nvidia-nccl-cu13", "nvidia-nccl-cu12")
+
+
+def _nccl(spec: Spec, ctx: Context, tables: dict[str, dict]) -> Context:
+    """The NCCL torch's build pins (torch_nccl table) and an NCCL wheel the spec pins itself."""
+    builds = tables.get("torch_nccl", {}).get(ctx.get("torch_minor") or "", {})
+    out: Context = {"torch_nccl": builds.get(ctx.get("torch_cuda") or "")}
+    packages = {canonical_name(n): v for n, v in spec.python.packages.items()}
+    for name in NCCL_PACKAGES:
+        pin = exact_pin(packages.get(name))
+        if pin:
+            out.update(nccl_pin=pin, nccl_package=name)
+            break
+    return out
 
 
 # Where a model's config.json says how many routed experts it has (Qwen-MoE, DeepSeek/Kimi, Mixtral).
@@ -178,7 +195,8 @@ def _hardware(spec: Spec, tables: dict[str, dict]) -> Context:
 
 
 def _cuda(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> Context:
-    ctx: Context = {"forward_compat": bool(spec.driver and spec.driver.forward_compat)}
+    ctx: Context = {"forward_compat": bool(spec.driver and spec.driver.forward_compat),
+                    "driver_kernel_modules": spec.driver.kernel_modules if spec.driver else None}
     ctx["driver"] = lowest_version(spec.driver.version) if spec.driver else None
     if ctx["driver"] is None and facts is not None:
         ctx["driver"] = facts.driver_version  # the spec leaves the driver as it is
@@ -282,7 +300,7 @@ def _sglang_gates(releases: dict[str, dict], sglang: str, arch_major: int) -> Co
 
 
 def _observed(facts: Facts) -> Context:
-    ctx: Context = {"nvml_error": facts.nvml_error}
+    ctx: Context = {"nvml_error": facts.nvml_error, "observed_kernel_module": facts.kernel_module}
     if facts.gpus:
         ctx["observed_arch"] = facts.gpus[0].arch
         ctx["observed_gpu"] = facts.gpus[0].name

@@ -124,7 +124,7 @@ def _compare_numbers(test):
     return op
 
 
-# Unknown (None) operands make every test false, except absent / ne / not_in,
+# Unknown (None) operands make every test false, except absent / ne / not_in / not_matches,
 # which ask "is it not there / not that": a missing flag is not equal to a value.
 OPERATIONS = {
     "eq": lambda a, b: a is not None and a == b,
@@ -143,6 +143,7 @@ OPERATIONS = {
     "gt": _compare_numbers(lambda a, b: a > b),
     "ge": _compare_numbers(lambda a, b: a >= b),
     "matches": lambda a, b: a is not None and re.search(str(b), str(a)) is not None,
+    "not_matches": lambda a, b: a is None or re.search(str(b), str(a)) is None,
 }
 
 

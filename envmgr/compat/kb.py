@@ -16,7 +16,7 @@ from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
 
 OPS = frozenset({
-    "eq", "ne", "in", "not_in", "present", "absent",
+    "eq", "ne", "in", "not_in", "present", "absent", "not_matches",
     "version_in", "version_not_in", "version_lt", "version_ge", "version_ne",
     "lt", "le", "gt", "ge", "matches",
 })

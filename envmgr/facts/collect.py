@@ -22,6 +22,7 @@ from envmgr.facts.parsers import (
     NVIDIA_SMI_QUERY_FIELDS,
     parse_cuda_version_from_smi,
     parse_env,
+    parse_kernel_module,
     parse_nvcc_version,
     parse_nvidia_smi_error,
     parse_nvidia_smi_query,
@@ -40,6 +41,7 @@ NVIDIA_SMI_QUERY = [
 ]
 NVIDIA_SMI_BANNER = ["nvidia-smi"]  # only the banner carries 'CUDA Version: X.Y'
 ENV_DUMP = ["env", "-0"]  # NUL-separated: values may contain newlines
+NVRM_VERSION = ["cat", "/proc/driver/nvidia/version"]  # which kernel module is loaded
 
 # $1 = the CUDA root (/usr/local). Prints where $1/cuda points, then one line per toolkit
 # directory (resolved, so cuda-13 -> cuda-13.0 appears under its real name) with the
@@ -178,6 +180,7 @@ def collect_facts(runner: Runner, python: str = "python3", cuda_root: str = CUDA
         "compilers": compiler_search_argv(cuda_root),
         "python": python_info_argv(python),
         "env": ENV_DUMP,
+        "kernel_module": NVRM_VERSION,
     }
     attempts = _attempt_all(runner, commands)
 
@@ -188,6 +191,7 @@ def collect_facts(runner: Runner, python: str = "python3", cuda_root: str = CUDA
         _toolkit_facts(attempts["toolkits"]),
         _python_facts(attempts["python"]),
         _env_facts(attempts["env"]),
+        _kernel_module_facts(attempts["kernel_module"]),
         _compiler_facts(runner, attempts["compilers"], attempts["python"]),
     ):
         fields.update(part_fields)
@@ -247,6 +251,15 @@ def _toolkit_facts(listing: Attempt) -> tuple[Fields, Missing]:
 
 def _python_facts(info: Attempt) -> tuple[Fields, Missing]:
     return _parsed("python", info, parse_python_info)
+
+
+def _kernel_module_facts(nvrm: Attempt) -> tuple[Fields, Missing]:
+    if nvrm.failure:
+        return {}, {"kernel_module": "no /proc/driver/nvidia/version: the NVIDIA kernel module is not loaded here"}
+    flavour = parse_kernel_module(nvrm.stdout)
+    if flavour is None:
+        return {}, {"kernel_module": "no 'NVRM version' line in /proc/driver/nvidia/version"}
+    return {"kernel_module": flavour}, {}
 
 
 def _env_facts(dump: Attempt) -> tuple[Fields, Missing]:

@@ -57,6 +57,7 @@ class Facts(_Data):
     driver_version: str | None = None
     cuda_driver_version: str | None = Field(None, description="CUDA version the driver supports")
     nvml_error: str | None = Field(None, description="e.g. 'Driver/library version mismatch'")
+    kernel_module: str | None = Field(None, description="'open' or 'proprietary' (/proc/driver/nvidia/version)")
     gpus: list[GpuFact] = Field(default_factory=list)
     toolkits: list[ToolkitFact] = Field(default_factory=list)
     cuda_link: str | None = Field(None, description="Target of /usr/local/cuda")

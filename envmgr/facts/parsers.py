@@ -100,6 +100,19 @@ def parse_cuda_version_from_smi(text: str) -> str | None:
     return match.group(1) if match else None
 
 
+# /proc/driver/nvidia/version: 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05 ...'
+# (open modules) or 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.124.06 ...' (proprietary).
+_NVRM_RE = re.compile(r"^NVRM version:.*?\b(?P<open>Open )?Kernel Module\b", re.MULTILINE | re.ASCII)
+
+
+def parse_kernel_module(text: str) -> str | None:
+    """The loaded NVIDIA kernel module's flavour: 'open', 'proprietary', or None if unreadable."""
+    match = _NVRM_RE.search(text)
+    if match is None:
+        return None
+    return "open" if match.group("open") else "proprietary"
+
+
 # --- nvcc / ptxas -------------------------------------------------------------------------
 
 # 'Cuda compilation tools, release 13.0, V13.0.88': nvcc and ptxas print the same line.

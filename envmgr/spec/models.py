@@ -140,6 +140,10 @@ class Driver(Model):
     forward_compat: bool = Field(
         False, description="Use cuda-compat (forward compatibility) instead of a new enough driver"
     )
+    kernel_modules: Literal["open", "proprietary"] = Field(
+        "open", description="NVIDIA's open kernel modules (nvidia-open; the only ones Blackwell supports) "
+                            "or the proprietary ones (cuda-drivers)"
+    )
 
 
 class Toolkit(Model):

@@ -22,6 +22,7 @@ from envmgr.facts.collect import (
     NVIDIA_SMI_BANNER,
     NVIDIA_SMI_NOT_FOUND,
     NVIDIA_SMI_QUERY,
+    NVRM_VERSION,
     compiler_search_argv,
     python_info_argv,
     toolkit_listing_argv,
@@ -294,6 +295,7 @@ def h200_answers() -> dict[tuple[str, ...], CommandResult | Exception]:
             ok([H200_NVCC, "--version"], fixture("nvcc_version_13.0.88_pip.txt")),
             ok(python_info_argv("python3"), H200_PYTHON_JSON),
             ok(ENV_DUMP, "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7\0HOME=/root\0"),
+            ok(NVRM_VERSION, fixture("nvrm_version_open_580.txt")),
         ]
     )
 
@@ -304,6 +306,7 @@ def test_h200_host_from_recorded_outputs():
     assert facts.missing == {}
     assert facts.driver_version == "580.95.05"
     assert facts.cuda_driver_version == "13.0"
+    assert facts.kernel_module == "open"
     assert len(facts.gpus) == 8 and facts.gpus[0] == GpuFact(
         index=0, name="NVIDIA H200", compute_capability="9.0", memory_mib=143771, pci_bus_id="00000000:19:00.0"
     )

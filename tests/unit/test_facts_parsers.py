@@ -14,6 +14,7 @@ from envmgr.facts.model import GpuFact, ToolkitFact
 from envmgr.facts.parsers import (
     REDACTED,
     parse_cuda_version_from_smi,
+    parse_kernel_module,
     parse_env,
     parse_nvcc_version,
     parse_nvidia_smi_error,
@@ -413,3 +414,14 @@ def test_python_info_parsers_raise_only_facts_error_on_any_json(parse, data):
         parse(json.dumps(data))
     except FactsError:
         pass
+
+
+@pytest.mark.parametrize(("name", "flavour"), [("nvrm_version_open_580.txt", "open"),
+                                              ("nvrm_version_proprietary_570.txt", "proprietary")])
+def test_kernel_module_flavour_from_proc_version(name, flavour):
+    assert parse_kernel_module(fixture(name)) == flavour
+
+
+def test_kernel_module_unreadable_is_unknown():
+    assert parse_kernel_module("") is None
+    assert parse_kernel_module("GCC version: gcc 12\n") is None
