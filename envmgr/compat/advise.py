@@ -247,7 +247,7 @@ def _without_new_stack_errors(spec: Spec, candidate: Candidate, blocked: dict[st
     every variant breaks the stack or blocks a config that is not blocked now (a fix for one
     config must not cost another)."""
     stack_before = {f.rule for f in blocked.get(STACK, [])}
-    for variant in [candidate, *toolkit_variants(spec, candidate, kb)]:
+    for variant in stack_variants(spec, candidate, kb):
         _, edits, findings = flag_edits(with_candidate(spec, variant), kb)
         after: dict = blockers(findings)
         if {f.rule for f in after.get(STACK, [])} - stack_before:
@@ -257,6 +257,29 @@ def _without_new_stack_errors(spec: Spec, candidate: Candidate, blocked: dict[st
         after["feature_off"] = _feature_off_by_config(findings, kb)
         return variant, after, edits
     return candidate, None, {}
+
+
+def stack_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> list[Candidate]:
+    """The candidate as is, then with newer toolkits, then with each newer stable torch CUDA
+    build of its torch (PyPI's kernel wheels may be built for a newer CUDA than the spec's torch)."""
+    from dataclasses import replace as _replace
+
+    out = [candidate, *toolkit_variants(spec, candidate, kb)]
+    for tag in newer_torch_builds(candidate, kb):
+        moved = _replace(candidate, torch_cuda=tag)
+        out += [moved, *toolkit_variants(spec, moved, kb)]
+    return out
+
+
+def newer_torch_builds(candidate: Candidate, kb: KnowledgeBase) -> list[str]:
+    torch = (candidate.packages.get("torch") or "").removeprefix("==")
+    if not torch or not candidate.torch_cuda:
+        return []
+    minor = ".".join(Version(torch).base_version.split(".")[:2])
+    builds = kb.tables["torch_builds"].get(minor) or {}
+    have = int(candidate.torch_cuda[2:])
+    return sorted((t for t, status in builds.items() if status == "stable" and int(t[2:]) > have),
+                  key=lambda t: int(t[2:]))
 
 
 def toolkit_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> list[Candidate]:

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 import yaml
 
 from envmgr.compat.kb import default_knowledge_base, parse_releases, sglang_pins
@@ -166,8 +167,11 @@ def test_committed_flashinfer_data_has_sm12x_fusion_from_0_6_17():
 
     releases = default_knowledge_base().tables["flashinfer_releases"]
     fusion = {v: r["jit_majors"].get("gen_trtllm_comm_module") for v, r in releases.items()}
-    assert fusion["0.6.15.post1"] == [9, 10] and fusion["0.6.17"] == [9, 10, 12]
-    # a post release that was not read takes a read one of the same version
+    # every release 0.6.0-0.7.4 read: the boundary is 0.6.16 -> 0.6.17, as flashinfer PR #3903 says
+    assert fusion["0.6.16"] == [9, 10] and fusion["0.6.17"] == [9, 10, 12]
+    assert all(12 not in majors for v, majors in fusion.items() if Version(v) < Version("0.6.17"))
+    assert all(12 in majors for v, majors in fusion.items() if Version(v) >= Version("0.6.17"))
+    # a post release that was not read takes the nearest read one of the same version
     assert release_gates(releases, "0.6.11.post3")[0] == "0.6.11.post1"
-    assert release_gates(releases, "0.6.11")[0] == "0.6.11.post1"
-    assert release_gates(releases, "0.6.16") == (None, None)  # not read: unknown, never guessed
+    assert release_gates(releases, "0.6.11")[0] == "0.6.11"
+    assert release_gates(releases, "0.5.3") == (None, None)  # not read: unknown, never guessed
