@@ -395,7 +395,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 @command(opt("log", type=Path, metavar="LOG", help="SGLang server log"), JSON)
 def cmd_triage(a: argparse.Namespace) -> int:
-    """Explain a server log: exit 0 no known failure, 1 findings (--json: a list of them)."""
+    """Explain a server log: exit 0 no known failure, 1 a failure, 2 only feature-off warnings (--json: a list)."""
     from envmgr.bench.render import triage_command
 
     return triage_command(a.log, a.json)

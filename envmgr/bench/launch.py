@@ -152,7 +152,8 @@ class RunningServer:
                     self._arrivals.append(now)
                     if not OWN_POLL.search(line):
                         self._last_line, self._last_line_at = line, now
-                    self._first_fatal = self._first_fatal or (found[0] if found else None)
+                    fatal = [f for f in found if f.fatal]  # a feature-off warning is not a crash
+                    self._first_fatal = self._first_fatal or (fatal[0] if fatal else None)
                     if READY_LINE in line and not self._ready_line:
                         self._ready_line, self._ready_at = True, self._last_line_at
                 milestone = next((m for m in MILESTONES if m in line), None)
@@ -235,8 +236,9 @@ class RunningServer:
         arrived = None
         with self._lock:
             findings = self.triage.findings()
-            if findings and status == "crashed" and findings[0].line <= len(self._arrivals):
-                arrived = self._arrivals[findings[0].line - 1]
+            fatal = [f for f in findings if f.fatal]
+            if fatal and status == "crashed" and fatal[0].line <= len(self._arrivals):
+                arrived = self._arrivals[fatal[0].line - 1]
             elif status == "ready" and health_path is None:
                 arrived = self._ready_at
         detected_after = None if arrived is None else round(now - arrived, 3)

@@ -30,7 +30,7 @@ from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
 from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, write_result
-from envmgr.bench.triage import triage_file
+from envmgr.bench.triage import load_signatures, triage_file
 from envmgr.errors import BackendError, UsageError
 from envmgr.lock import locked_versions
 from envmgr.secrets import Redactor
@@ -281,13 +281,28 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
             if launch.status == "ready":
                 progress(f"  served by {served.label}")
                 load, outcome_text = _run_load(backend, cell, progress)
-    findings = tuple(f.to_dict() for f in triage_file(log))  # the whole log, after stop
+    found = triage_file(log)  # the whole log, after stop
+    findings = tuple(f.to_dict() for f in found)
+    without = ran_without(found, cell.command.argv)
     outcome, summary = _outcome(launch, load, outcome_text, findings)
+    if without and outcome == "ok":
+        summary += "; RAN WITHOUT " + ", ".join(without) + " (the server turned it off: see findings)"
     if server.leftovers:
         summary += f" (WARNING: still running after stop: {', '.join(server.leftovers)})"
     return CellResult(**base, outcome=outcome, summary=summary, startup_s=launch.seconds, load=load,
                       findings=findings, server_log=log.name, finished=time.time(), served_by=served,
-                      verdict_after_line_s=launch.detected_after_s)
+                      verdict_after_line_s=launch.detected_after_s, ran_without=without)
+
+
+def ran_without(findings, argv) -> tuple[str, ...]:
+    """The features this command asked for that the server's log says it turned off."""
+    signatures = load_signatures().by_id()
+    out: list[str] = []
+    for f in findings:
+        off = signatures[f.id].feature_off if f.id in signatures else None
+        if off is not None and off.asked(argv) and off.feature not in out:
+            out.append(off.feature)
+    return tuple(out)
 
 
 def server_identity(base_url: str) -> tuple[str | None, bool]:
@@ -336,13 +351,14 @@ def _run_load(backend, cell: Cell, progress: Progress) -> tuple[LoadResult | Non
 
 def _outcome(launch: Launch, load: LoadResult | None, load_error: str | None,
              findings: tuple[dict[str, Any], ...]) -> tuple[str, str]:
+    fatal = [f for f in findings if f.get("severity", "error") == "error"]
     if launch.status != "ready":
-        if findings:
-            return launch.status, f"{findings[0]['id']}: {findings[0]['fix']}"
+        if fatal:
+            return launch.status, f"{fatal[0]['id']}: {fatal[0]['fix']}"
         evidence = "" if "last line:" in launch.reason else f"; last log line: {launch.last_line}"
         return launch.status, f"{launch.reason}{evidence} (see server.log)"
     if load is None:
-        cause = f"{findings[0]['id']}: {findings[0]['fix']}" if findings else (load_error or "no result")
+        cause = f"{fatal[0]['id']}: {fatal[0]['fix']}" if fatal else (load_error or "no result")
         return "load_failed", cause
     return "ok", (f"{load.output_throughput:.1f} tok/s output, TTFT median {load.median_ttft_ms:.0f} ms, "
                   f"TPOT median {load.median_tpot_ms:.1f} ms")

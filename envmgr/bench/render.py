@@ -17,7 +17,8 @@ from envmgr.report.printer import Printer, stdout_printer
 
 
 def triage_command(path: Path, as_json: bool) -> int:
-    """Read the log at PATH, print its findings; 0 when none, 1 when any."""
+    """Read the log at PATH, print its findings; 0 when none, 1 when a failure, 2 when only
+    warnings (a feature the server turned off)."""
     try:
         findings = triage_file(path)
     except OSError as exc:
@@ -27,7 +28,9 @@ def triage_command(path: Path, as_json: bool) -> int:
         print(json.dumps([f.to_dict() for f in findings], indent=2))
     else:
         render_findings(str(path), findings)
-    return 1 if findings else 0
+    if any(f.fatal for f in findings):
+        return 1
+    return 2 if findings else 0
 
 
 def render_findings(label: str, findings: list[Finding], out: Printer | None = None) -> None:
@@ -38,7 +41,9 @@ def render_findings(label: str, findings: list[Finding], out: Printer | None = N
         return
     out.line((label, "bold"), f": {len(findings)} finding(s), most specific first")
     for finding in findings:
-        out.line((finding.id, "bold red"), (f"  line {finding.line}{_ranks(finding)}", "dim"))
+        what = (finding.id, "bold red") if finding.fatal else (
+            f"warning: {finding.id}" + (f" (feature off: {finding.feature})" if finding.feature else ""), "bold yellow")
+        out.line(what, (f"  line {finding.line}{_ranks(finding)}", "dim"))
         out.indented(finding.message, 4)
         out.indented(f"fix: {finding.fix}", 4, "green")
         out.indented(f"log: {finding.text}", 4, "dim")

@@ -100,6 +100,8 @@ class CellResult:
     finished: float = 0.0
     served_by: ServedBy | None = None  # None: not launched, or recorded before envmgr kept it
     load_params: dict[str, Any] = field(default_factory=dict)  # benchmarks.load as run
+    # features the config asked for that the server turned off: its throughput is not theirs
+    ran_without: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -114,6 +116,7 @@ class CellResult:
         data["argv"] = list(self.argv)
         data["load_argv"] = list(self.load_argv)
         data["findings"] = list(self.findings)
+        data["ran_without"] = list(self.ran_without)
         return data
 
     @classmethod
@@ -136,6 +139,7 @@ class CellResult:
             finished=data.get("finished", 0.0),
             served_by=ServedBy.from_dict(data.get("served_by")),
             load_params=dict(data.get("load_params") or {}),
+            ran_without=tuple(data.get("ran_without") or ()),
         )
 
 

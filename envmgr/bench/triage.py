@@ -32,7 +32,7 @@ from itertools import islice
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.bench.prefilter import Prefilter
@@ -45,14 +45,60 @@ Value = int | float | str
 
 
 class NearbyRule(BaseModel):
+    """A line that must be near the match: one of the ``before`` lines before it, or of the
+    ``after`` lines after it (a chained exception prints the error first, its frames later)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     regex: re.Pattern[str]
-    within: int = Field(gt=0)
+    before: int = Field(0, ge=0)
+    after: int = Field(0, ge=0)
 
     @field_validator("regex", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> re.Pattern[str]:
         return _compile_regex(raw)
+
+    @model_validator(mode="after")
+    def _somewhere(self) -> "NearbyRule":
+        if self.before == 0 and self.after == 0:
+            raise ValueError("near: give `before` or `after` (how many lines to look at)")
+        return self
+
+
+class Wording(BaseModel):
+    """One way a root cause is printed, and where that wording was seen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    regex: re.Pattern[str]
+    source: str = ""
+
+    @field_validator("regex", mode="before")
+    @classmethod
+    def _compile(cls, raw: Any) -> re.Pattern[str]:
+        return _compile_regex(raw)
+
+
+class FeatureOff(BaseModel):
+    """A warning that the server turned a feature off and runs on without it. The config asked
+    for it when one of ``asked_by`` is on its command line, or (a default-on feature) when none
+    of ``on_unless`` is."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    feature: str
+    asked_by: list[str] = []
+    on_unless: list[str] = []
+
+    @model_validator(mode="after")
+    def _asked_somehow(self) -> "FeatureOff":
+        if not self.asked_by and not self.on_unless:
+            raise ValueError(f"feature_off {self.feature!r}: give asked_by or on_unless (which flags ask for it)")
+        return self
+
+    def asked(self, argv: Iterable[str]) -> bool:
+        flags = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+        if self.asked_by:
+            return bool(flags & set(self.asked_by))
+        return not flags & set(self.on_unless)
 
 
 class ContextRule(BaseModel):
@@ -71,8 +117,10 @@ class Signature(BaseModel):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str
     priority: int
-    patterns: list[re.Pattern[str]] = Field(min_length=1)
-    requires_before: NearbyRule | None = None
+    severity: Literal["error", "warning"] = "error"  # warning: the server may run on (feature_off)
+    feature_off: FeatureOff | None = None
+    patterns: list[Wording] = Field(min_length=1)
+    near: NearbyRule | None = None
     context: list[ContextRule] = []
     compute: str | None = None
     keep_text: list[str] = []
@@ -83,10 +131,20 @@ class Signature(BaseModel):
 
     @field_validator("patterns", mode="before")
     @classmethod
-    def _compile_all(cls, raw: Any) -> list[re.Pattern[str]]:
+    def _wordings(cls, raw: Any) -> list[Any]:
         if not isinstance(raw, list):
-            raise ValueError("patterns must be a list of regexes")
-        return [_compile_regex(p) for p in raw]
+            raise ValueError("patterns must be a list of regexes (or {regex, source})")
+        return [{"regex": p} if isinstance(p, (str, re.Pattern)) else p for p in raw]
+
+    @model_validator(mode="after")
+    def _feature_off_is_a_warning(self) -> "Signature":
+        if self.feature_off is not None and self.severity != "warning":
+            raise ValueError(f"{self.id}: a feature_off signature is a warning (the server runs on)")
+        return self
+
+    @property
+    def regexes(self) -> list[re.Pattern[str]]:
+        return [w.regex for w in self.patterns]
 
     @field_validator("compute")
     @classmethod
@@ -119,9 +177,11 @@ class SignatureSet(BaseModel):
         return result
 
     def matched_patterns(self) -> list[re.Pattern[str]]:
-        """Every regex a log line is matched against: signature and context patterns (the
-        ``requires_before`` ones are matched on lines before a match, never to find one)."""
-        return [p for s in self.signatures for p in (*s.patterns, *(c.regex for c in s.context))]
+        """Every regex a log line is matched against: signature and context patterns, and the
+        ``near`` ones that look after a match (those looking before read the history back)."""
+        return [p for s in self.signatures
+                for p in (*s.regexes, *(c.regex for c in s.context),
+                          *((s.near.regex,) if s.near and s.near.after else ()))]
 
     def check_consistency(self) -> None:
         ids = [s.id for s in self.signatures]
@@ -172,15 +232,25 @@ def load_signatures() -> SignatureSet:
 RANK_WINDOW = 200
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 RANK_TOKEN = re.compile(r"\b(?:DP|TP|EP|PP|CP|ATTN_TP|ATTN_DP|MOE_EP)\d+\b")
-# One prefix at a time, repeated: a docker-compose service column, a Python logging header,
-# SGLang's "[timestamp ranks]" bracket, a Ray worker tag.
+LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
+# One prefix at a time, repeated: what other tools put before the line a program printed.
 PREFIXES = (
-    re.compile(r"^[\w.-]+\s+\|\s?"),
-    re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.,]+\s+-\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+"),
+    re.compile(r"^[\w.-]+\s+\|\s?"),  # docker compose: "svc-1  | "
+    re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.,]+\s+-\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+"),  # Python logging
     re.compile(r"^\[(?P<inner>(?:\d{4}-\d\d-\d\d[ T][\d:.,]+)?(?:\s*(?:DP|TP|EP|PP|CP|ATTN_TP"
-               r"|ATTN_DP|MOE_EP)\d+)*)\]\s*"),
-    re.compile(r"^\(\w+ pid=\d+\)\s*"),
+               r"|ATTN_DP|MOE_EP)\d+)*)\]\s*"),  # SGLang: "[2026-01-01 12:00:00 TP3] "
+    # Ray and vLLM workers: "(RayWorkerWrapper pid=1)", "(VllmWorker rank=0 pid=2)", "(pid=3, ip=10.0.0.1)"
+    re.compile(r"^\((?:[\w.-]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
+    # vLLM: "ERROR 05-12 10:11:12 [file.py:123] " (older: "INFO 04-28 20:50:23 file.py:791] ")
+    re.compile(rf"^{LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] ?"),
+    re.compile(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? {LEVEL} \d+ \[[\w./-]+:\d+\] ?"),
+    # syslog / journalctl: "Jun 30 11:07:05 gpu-0 kernel: ", "2026-06-30T11:07:05.1+00:00 host kernel: "
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "),
+    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)? [\w.-]+ [\w./-]+(?:\[\d+\])?: "),
+    re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # dmesg: "[ 7386.259769] "
 )
+# What a tool appends: Ray's de-duplication note.
+SUFFIXES = (re.compile(r"\s*\[repeated \d+x across cluster\]$"),)
 
 
 @dataclass(frozen=True)
@@ -208,6 +278,8 @@ def clean_line(raw: str) -> CleanLine:
                 rank = " ".join(ranks) if ranks else rank
                 text = text[match.end():]
                 changed = prefixed = True
+    for suffix in SUFFIXES:
+        text = suffix.sub("", text)
     return CleanLine(text=text.strip(), rank=rank, prefixed=prefixed)
 
 
@@ -459,12 +531,18 @@ class Finding:
     count: int = 1             # how many lines matched
     priority: int = 0
     sources: list[str] = field(default_factory=list)
+    severity: str = "error"    # "warning": the server may run on
+    feature: str | None = None  # the feature the server turned off (a feature-off warning)
+
+    @property
+    def fatal(self) -> bool:
+        return self.severity == "error"
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "line": self.line, "title": self.title, "message": self.message,
                 "fix": self.fix, "values": self.values, "rank": self.rank, "ranks": self.ranks,
                 "count": self.count, "text": self.text, "priority": self.priority,
-                "sources": self.sources}
+                "sources": self.sources, "severity": self.severity, "feature": self.feature}
 
 
 @dataclass
@@ -485,7 +563,7 @@ class Triage:
     """Incremental triage: feed lines as the log grows, get findings as soon as they are sure.
 
     Only lines the literal prefilter lets through are cleaned and matched; the lines before
-    one (for ``requires_before`` and the rank of a traceback) are read back when needed, from
+    one (for ``near`` and the rank of a traceback) are read back when needed, from
     the last ``window`` lines fed, or from the block for ``feed_block``.
     """
 
@@ -496,9 +574,10 @@ class Triage:
         self._hits: dict[str, _Hit] = {}
         self._context: dict[str, Value] = {}
         self._line_no = 0
-        self.window = max([RANK_WINDOW] + [s.requires_before.within for s in self._set.signatures
-                                           if s.requires_before])
+        self.window = max([RANK_WINDOW] + [s.near.before for s in self._set.signatures if s.near])
         self._history: deque[str] = deque(maxlen=self.window)  # raw lines fed, for look-backs
+        # matches waiting for their `near` line after them: (signature, line, rank, values, line no, last line no)
+        self._awaiting: list[tuple[Signature, CleanLine, str | None, dict[str, Value], int, int]] = []
 
     # -- feeding ------------------------------------------------------------------------------
     def feed(self, raw_line: str) -> list[Finding]:
@@ -525,17 +604,19 @@ class Triage:
 
     def close(self) -> list[Finding]:
         """The log ended (the server is gone): release findings held for a better cause."""
+        self._awaiting.clear()  # their line after never came
         return self._release(final=True)
 
     def pending(self) -> bool:
-        """A cause is held back, waiting for lines that may explain it better (the launcher
-        releases it with ``close`` when the server has gone quiet instead)."""
-        return any(not h.reported and not self._is_superseded(h) for h in self._hits.values())
+        """A fatal cause is held back, waiting for lines that may explain it better (the
+        launcher releases it with ``close`` when the server has gone quiet instead)."""
+        return any(not h.reported and not self._is_superseded(h) and h.signature.severity == "error"
+                   for h in self._hits.values())
 
     def findings(self) -> list[Finding]:
         """Every root cause so far, most specific first, values from the whole log."""
         hits = [h for h in self._hits.values() if not self._is_superseded(h)]
-        hits.sort(key=lambda h: (-h.signature.priority, h.line))
+        hits.sort(key=lambda h: (h.signature.severity != "error", -h.signature.priority, h.line))
         return [self._render(h) for h in hits]
 
     def _examine(self, raw_line: str, recent: Callable[[], Iterator[str]]) -> None:
@@ -544,10 +625,12 @@ class Triage:
         if any(ignore.search(line.text) for ignore in self._set.ignore_lines):
             return
         self._collect_context(line.text)
+        if self._awaiting:
+            self._confirm_awaiting(line)
         rank: str | None = None
         ranked = False
         for signature in self._set.signatures:
-            values = self._match(signature, line.text, recent)
+            values = self._match(signature, line, recent)
             if values is not None:
                 if not ranked:  # looked up once, and only for a line that matched
                     rank, ranked = self._rank_of(line, recent), True
@@ -584,24 +667,41 @@ class Triage:
         elif how == "max" and _comparable(old, value):
             self._context[name] = max(old, value)  # type: ignore[type-var]
 
-    def _match(self, signature: Signature, text: str,
+    def _match(self, signature: Signature, line: CleanLine,
                recent: Callable[[], Iterator[str]]) -> dict[str, Value] | None:
-        for pattern in signature.patterns:
-            match = pattern.search(text)
+        for pattern in signature.regexes:
+            match = pattern.search(line.text)
             if match:
-                rule = signature.requires_before
-                if rule and not any(rule.regex.search(clean_line(raw).text)
-                                    for raw in islice(recent(), rule.within)):
-                    return None
-                return {k: to_value(v, k, signature.keep_text)
-                        for k, v in match.groupdict().items() if v is not None}
+                values = {k: to_value(v, k, signature.keep_text)
+                          for k, v in match.groupdict().items() if v is not None}
+                rule = signature.near
+                if rule is None or (rule.before and any(rule.regex.search(clean_line(raw).text)
+                                                        for raw in islice(recent(), rule.before))):
+                    return values
+                if rule.after:  # the line that says where may come later (a chained exception)
+                    self._awaiting.append((signature, line, None, values, self._line_no,
+                                           self._line_no + rule.after))
+                return None
         return None
 
+    def _confirm_awaiting(self, line: CleanLine) -> None:
+        """Matches whose ``near`` line is this one become hits; those past their window go."""
+        keep = []
+        for signature, first, rank, values, line_no, last in self._awaiting:
+            if self._line_no > last:
+                continue
+            assert signature.near is not None
+            if signature.near.regex.search(line.text):
+                self._record(signature, first, rank or first.rank, values, at=line_no)
+            else:
+                keep.append((signature, first, rank, values, line_no, last))
+        self._awaiting = keep
+
     def _record(self, signature: Signature, line: CleanLine, rank: str | None,
-                values: dict[str, Value]) -> None:
+                values: dict[str, Value], at: int | None = None) -> None:
         hit = self._hits.get(signature.id)
         if hit is None:
-            hit = _Hit(signature, self._line_no, line.text, rank, values)
+            hit = _Hit(signature, at or self._line_no, line.text, rank, values)
             self._hits[signature.id] = hit
         else:
             hit.count += 1
@@ -615,7 +715,7 @@ class Triage:
         ready = [h for h in self._hits.values()
                  if not h.reported and not self._is_superseded(h)
                  and (final or self._waited_enough(h))]
-        ready.sort(key=lambda h: (-h.signature.priority, h.line))
+        ready.sort(key=lambda h: (h.signature.severity != "error", -h.signature.priority, h.line))
         for hit in ready:
             hit.reported = True
         return [self._render(h) for h in ready]
@@ -638,7 +738,9 @@ class Triage:
             message=fill_template(signature.message, values),
             fix=fill_template(signature.fix, values), values=numbers, text=hit.text,
             rank=hit.rank, ranks=list(hit.ranks), count=hit.count,
-            priority=signature.priority, sources=list(signature.sources))
+            priority=signature.priority, sources=_sources(signature),
+            severity=signature.severity,
+            feature=signature.feature_off.feature if signature.feature_off else None)
 
     def _values_for(self, signature: Signature, own: dict[str, Value]) -> dict[str, Value]:
         # The matched line's own numbers win over the same names read elsewhere in the log.
@@ -648,6 +750,15 @@ class Triage:
         if signature.compute:
             values.update(COMPUTE[signature.compute](values))
         return values
+
+
+def _sources(signature: Signature) -> list[str]:
+    """The signature's sources, then those of its wordings (each wording says where it was seen)."""
+    out = list(signature.sources)
+    for wording in signature.patterns:
+        if wording.source and wording.source not in out:
+            out.append(wording.source)
+    return out
 
 
 def _comparable(a: Value, b: Value) -> bool:

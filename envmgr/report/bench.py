@@ -63,6 +63,11 @@ class Cell:
     load: LoadResult | None  # only for ok cells
     failure: Failure | None  # only for the others
     ratio: float | None  # output throughput / the first column's, where both are ok
+    ran_without: tuple[str, ...] = ()  # features asked for that the server turned off
+
+    @property
+    def without_text(self) -> str:
+        return "ran without " + ", ".join(self.ran_without) if self.ran_without else ""
 
     @property
     def throughput(self) -> float | None:
@@ -148,7 +153,8 @@ def _load_text(p: dict[str, Any]) -> str:
 def _row(config: str, results: list[CellResult | None]) -> Row:
     reference = _ok_throughput(results[0])
     cells = tuple(_cell(r, reference) if r else None for r in results)
-    ok = [c for c in cells if c and c.throughput is not None]
+    # a number measured without the feature the config asks for is not that config's: never best
+    ok = [c for c in cells if c and c.throughput is not None and not c.ran_without]
     best = max(ok, key=lambda c: c.throughput).env if ok else None
     return Row(config=config, cells=cells, best=best)
 
@@ -163,14 +169,16 @@ def _cell(result: CellResult, reference: float | None) -> Cell:
                 summary=result.summary, startup_s=result.startup_s,
                 load=result.load if throughput is not None else None,
                 failure=None if throughput is not None else _failure(result),
-                ratio=throughput / reference if throughput is not None and reference else None)
+                ratio=throughput / reference if throughput is not None and reference else None,
+                ran_without=tuple(result.ran_without))
 
 
 def _failure(result: CellResult) -> Failure:
     if not result.findings:  # a hang or a timeout often has no signature: the summary says what
         return Failure(outcome=result.outcome, finding=None, short_fix="",
                        message=result.summary or result.outcome, fix="", line=None, log_text="")
-    root = result.findings[0]  # triage orders the root cause first
+    fatal = [f for f in result.findings if f.get("severity", "error") == "error"]
+    root = (fatal or list(result.findings))[0]  # triage orders the root cause first
     fix = str(root.get("fix", ""))
     return Failure(outcome=result.outcome, finding=str(root.get("id", "")) or None,
                    short_fix=short_fix(fix), message=str(root.get("message", result.summary)),
@@ -227,7 +235,8 @@ def _chart_value(cell: Cell | None) -> str:
         return "not run"
     if cell.failure:
         return cell.failure.headline
-    return tok_s(cell.throughput)  # type: ignore[arg-type]  # ok cells have a load
+    value = tok_s(cell.throughput)  # type: ignore[arg-type]  # ok cells have a load
+    return f"{value} ({cell.without_text})" if cell.ran_without else value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +275,8 @@ def _terminal_cell(row: Row, column: int, cell: Cell | None) -> Text:
     if column and cell.ratio is not None:
         text.append(f" {ratio(cell.ratio)}", style="dim")
     text.append(f"\nTTFT {ms(load.median_ttft_ms)}")
+    if cell.ran_without:
+        text.append(f"\n{cell.without_text.upper()}: not this config's number", style="bold yellow")
     return text
 
 
@@ -286,6 +297,7 @@ td { width: 26em; }
 thead th { background: #f2f2f2; }
 .meta { font-weight: normal; color: #555; font-size: .85em; }
 .double { color: #8a4b00; font-weight: bold; }
+.without { color: #8a4b00; font-weight: bold; }
 .num { font-size: 1.3em; font-weight: bold; }
 .best .num::after { content: " \\2605"; color: #b07800; }
 .ratio { color: #555; }
@@ -341,6 +353,7 @@ and its fix.</p>
 {% set load = cell.load %}
 <td class="{{ 'ok best' if row.shows_best(cell) else 'ok' }}">
 <div class="num">{{ load.output_throughput|tok_s }}</div>
+{% if cell.ran_without %}<div class="without">{{ cell.without_text }}: the server turned it off, so this is not this config's number</div>{% endif %}
 {% if not loop.first and cell.ratio is not none %}<div class="ratio">{{ cell.ratio|ratio }} vs {{ comp.baseline }}</div>{% endif %}
 <dl>
 <dt>TTFT</dt><dd>{{ load.median_ttft_ms|ms }} median, {{ load.p99_ttft_ms|ms }} p99</dd>
@@ -438,8 +451,13 @@ def _draw_bar(ax: Any, x: float, width: float, cell: Cell | None, column: int, c
                     ha="center", va="bottom", rotation=90, fontsize=8.5, color="#b00020")
         return
     value = cell.throughput or 0.0
-    ax.bar(x, value, width, color=colour)
+    if cell.ran_without:  # hatched and labelled: a number, but not of the feature asked for
+        ax.bar(x, value, width, color="white", edgecolor=colour, hatch="..", linewidth=1.5)
+    else:
+        ax.bar(x, value, width, color=colour)
     label = f"{value:.1f}" + (f"\n{ratio(cell.ratio)}" if column and cell.ratio is not None else "")
+    if cell.ran_without:
+        label += "\n" + cell.without_text
     ax.annotate(label, (x, value), xytext=(0, 3), textcoords="offset points", ha="center",
                 va="bottom", fontsize=9)
 
