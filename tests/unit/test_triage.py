@@ -246,10 +246,13 @@ def test_cause_on_the_line_after_the_capture_failure_still_wins():
 
 
 def test_capture_failure_with_an_unknown_cause_is_reported_as_such():
+    [finding] = triage_text("Exception: Capture cuda graph failed: CUDA error: misaligned address\n")
+    assert finding.id == "cuda_graph_capture_failed"
+    assert "misaligned address" in finding.message and "--cuda-graph-max-bs" in finding.fix
+    # a cause that has a signature of its own explains the capture failure
     [finding] = triage_text("Exception: Capture cuda graph failed: CUDA error: an illegal "
                             "memory access was encountered\n")
-    assert finding.id == "cuda_graph_capture_failed"
-    assert "illegal memory access" in finding.message and "--cuda-graph-max-bs" in finding.fix
+    assert finding.id == "cuda_illegal_address"
 
 
 def test_oom_during_capture_is_cuda_oom():
