@@ -219,3 +219,30 @@ def test_flags_are_checked_against_the_locked_sglang_not_the_spec_range(tmp_path
     ids = {p["id"] for p in cells[0].problems if p["severity"] == "error"}
     assert "flag-removed" in ids  # --cuda-graph-max-bs is gone from 0.5.20 on
     assert cells[0].env.sglang == "0.5.23"
+
+
+def test_a_cell_whose_server_turned_the_feature_off_ran_without_it(setup, tmp_path):
+    """sglang 0.5.15 on SM120 accepts --enable-torch-symm-mem and logs that it turned it off
+    (the double replays that warning): the cell has a number, and it is not symm-mem's."""
+    spec, home, store, gen, new = setup
+    run = run_matrix(prepare(spec, ["torch_symm_mem"], [str(new)], home), progress=lambda _: None)
+    [cell] = run.results
+    assert cell.outcome == "ok", cell.summary
+    assert cell.ran_without == ("torch symmetric memory",)
+    assert "RAN WITHOUT torch symmetric memory" in cell.summary
+    assert [f["id"] for f in cell.findings] == ["symm_mem_off"] and cell.findings[0]["severity"] == "warning"
+    assert read_result(store.get(new).path / "bench" / "torch_symm_mem").ran_without == ("torch symmetric memory",)
+
+    from envmgr.report.bench import comparison, render_terminal, write_report
+    from rich.console import Console
+
+    written = write_report(results_in_store(home), tmp_path / "report")
+    html = written["html"].read_text()
+    assert "ran without torch symmetric memory" in html
+    console = Console(record=True, width=200)
+    render_terminal(comparison(results_in_store(home)), console)
+    assert "RAN WITHOUT TORCH SYMMETRIC MEMORY" in console.export_text()
+    # and through the CLI, as an operator reads it
+    from envmgr.cli import main
+
+    assert main(["report", "--home", str(home), "--out", str(tmp_path / "cli-report")]) == 0

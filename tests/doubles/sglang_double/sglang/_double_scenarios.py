@@ -41,6 +41,7 @@ class Scenario:
     # mem_fraction_static when the launch passes none: SGLang's auto value, except where the
     # scenario's launch passed one (EP launch 2 ran with --mem-fraction-static 0.92).
     default_fraction: float = DEFAULT_MEM_FRACTION_STATIC
+    extra: str = ""  # a section the scheduler plays after its own (a warning the real server logs)
 
 
 SCENARIOS = {
@@ -53,6 +54,9 @@ SCENARIOS = {
     # sglang 0.5.11 with --moe-a2a-backend flashinfer on one H200: HTTP up, the warmup
     # request never answered, /health_generate 503 (and its access line) every poll
     "warmup_hang": Scenario("warmup_hang", "ready.log", "warmup_hang"),
+    # sglang >= 0.5.14 with --enable-torch-symm-mem on SM120: every rank warns, the server serves
+    # with NCCL all-reduce (torch_symm_mem.py's logger.warning, read in the 0.5.21 wheel)
+    "symm_mem_off": Scenario("symm_mem_off", "ready.log", "serve", extra="symm_mem_off"),
 }
 
 

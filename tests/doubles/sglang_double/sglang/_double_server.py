@@ -87,6 +87,8 @@ def run_scheduler_process(scenario_name: str, values: dict, tp_size: int, fracti
     part = lambda name: sc.select_ranks(sections.get(name, []), tp_size)  # noqa: E731
     lines = part("scheduler")
     sc.play(lines, values)
+    if scenario.extra:
+        sc.play(part(scenario.extra), values)
     if scenario.flow == "hang":
         _idle(parent_pid)
     if scenario.flow == "crash_exit":
