@@ -377,3 +377,33 @@ def test_deepep_without_deep_ep_is_explained(sglang, tmp_path):
     assert launch.status == "crashed" and launch.findings[0].id == "feature_package_missing", record
     assert launch.findings[0].values["package"] == "DeepEP"
     assert launch.detected_after_s is not None and launch.detected_after_s < 5
+
+
+def test_a_feature_the_real_server_turns_off_is_marked(sglang, tmp_path):
+    """SGLang 0.5.11 accepts --attention-backend torch_native with CUDA graphs on, logs that it
+    turned the graphs off, and serves: the cell has a number, marked as run without them."""
+    model = tiny_model(sglang, "llama")
+    spec = write_spec(tmp_path, model, {
+        "torch_native": {"flags": {"--attention-backend": "torch_native", "--disable-cuda-graph": False,
+                                   "--cuda-graph-max-bs": 8}},
+    }, startup_timeout_s=300, stall_timeout_s=120,
+        load={"dataset": "random-ids", "input_len": 64, "output_len": 16, "num_prompts": 16,
+              "max_concurrency": 4, "timeout_s": 180})
+    home = tmp_path / "home"
+    bench = envmgr("bench", str(spec), "--env", URL, "--home", str(home))
+    cell = results(home)["torch_native"]
+    assert cell.outcome == "ok", cell.summary
+    assert cell.ran_without == ("CUDA graphs",), cell.findings
+    assert bench.returncode == 0 and "RAN WITHOUT CUDA graphs" in bench.stdout
+    log = next((home / "bench" / "targets").glob("*/torch_native/server.log"))
+    lines = [line for line in log.read_text().splitlines() if "graph is disabled" in line.lower()]
+    assert lines, "the real server logged no such warning"
+    triage = envmgr("triage", str(log))
+    assert triage.returncode == 2 and "feature off: CUDA graphs" in triage.stdout  # warnings only
+    report = envmgr("report", "--home", str(home), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0 and "RAN WITHOUT" in report.stdout
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "ran without CUDA graphs" in html
+    evidence("feature_off_cuda_graphs", {"cell": cell.to_dict(), "warning_lines": lines,
+                                         "bench": bench.stdout, "triage": triage.stdout,
+                                         "report": report.stdout})
