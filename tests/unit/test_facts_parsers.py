@@ -416,7 +416,8 @@ def test_python_info_parsers_raise_only_facts_error_on_any_json(parse, data):
         pass
 
 
-@pytest.mark.parametrize(("name", "flavour"), [("nvrm_version_open_580.txt", "open"),
+@pytest.mark.parametrize(("name", "flavour"), [("nvrm_version_h200_580.txt", "open"),
+                                              ("nvrm_version_open_580.txt", "open"),
                                               ("nvrm_version_proprietary_570.txt", "proprietary")])
 def test_kernel_module_flavour_from_proc_version(name, flavour):
     assert parse_kernel_module(fixture(name)) == flavour

@@ -103,6 +103,8 @@ def test_malformed_signature_data_is_a_knowledge_base_error(bad, words):
     ("model_path_missing_h200_sglang_0.5.11.log", "model_path_missing", "Repo id must be in the form"),
     ("server_args_rejected_h200_sglang_0.5.11.log", "server_args_rejected", "sglang serve: error: argument"),
     ("server_subprocess_died_h200_sglang_0.5.11_sigkill.log", "server_subprocess_died", "crashed with exit code -9"),
+    # a warning, not a failure: the server turned CUDA graphs off and served (docs/evidence/h200-feature-off)
+    ("cuda_graph_off_h200_sglang_0.5.11.log", "cuda_graph_off", "Cuda graph is disabled"),
     ("symm_mem_keyerror_12_scenario.log", "symm_mem_unsupported_arch", "KeyError: 12"),
     ("ep_expert_location_assert_scenario.log", "ep_expert_location_assert", "AssertionError"),
     ("driver_too_old_yuan_65.log", "driver_too_old", "too old"),
@@ -576,3 +578,9 @@ def test_triage_through_the_cli(tmp_path, capsys):
     with pytest.raises(SystemExit):  # argparse's --help exits after printing
         build_parser().parse_args(["triage", "--help"])
     assert "usage: envmgr triage" in capsys.readouterr().out
+
+
+def test_a_real_feature_off_warning_is_not_a_failure():
+    [finding] = triage_text(fixture("cuda_graph_off_h200_sglang_0.5.11.log"))
+    assert not finding.fatal and finding.feature == "CUDA graphs"
+    assert "torch native attention backend" in finding.message
