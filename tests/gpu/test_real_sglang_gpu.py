@@ -407,3 +407,30 @@ def test_a_feature_the_real_server_turns_off_is_marked(sglang, tmp_path):
     evidence("feature_off_cuda_graphs", {"cell": cell.to_dict(), "warning_lines": lines,
                                          "bench": bench.stdout, "triage": triage.stdout,
                                          "report": report.stdout})
+
+
+# SGLang's own expert-location set-up, called with the expert-parallel size a multi-GPU launch
+# of this model would have (3 does not divide its 8 experts): one GPU cannot start EP > 1.
+EXPERT_LOCATION = """
+import sys, types
+from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.eplb.expert_location import ExpertLocationMetadata
+from sglang.srt.server_args import ServerArgs
+args = ServerArgs(model_path=sys.argv[1])
+config = ModelConfig.from_server_args(args)
+args.ep_size = int(sys.argv[2])
+ExpertLocationMetadata._init_common(args, config)
+"""
+
+
+def test_sglang_expert_count_not_divisible_by_ep_size_is_explained(sglang, tmp_path):
+    model = tiny_model(sglang, "qwen3moe")
+    proc = subprocess.run([str(sglang), "-c", EXPERT_LOCATION, str(model), "3"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **OFFLINE})
+    log = tmp_path / "expert_location.log"
+    log.write_text(proc.stdout + proc.stderr)
+    findings = triage_file(log)
+    evidence("ep_experts_divisibility", {"returncode": proc.returncode, "output": proc.stdout + proc.stderr,
+                                         "findings": [f.to_dict() for f in findings]})
+    assert proc.returncode != 0 and "assert num_physical_experts % ep_size == 0" in proc.stderr
+    assert [f.id for f in findings][:1] == ["ep_experts_divisibility"], proc.stderr[-2000:]
