@@ -12,9 +12,13 @@ translated into this tree where envmgr calls them, chained with ``from exc``.
     │   └── ExtendsError         ``extends:`` names a missing parent or forms a cycle
     ├── KnowledgeBaseError       the compat rule data is malformed (a bug in envmgr's data)
     ├── FactsError               a fact of a target could not be collected or parsed
+    ├── StateError               the state directory is busy or damaged
+    ├── LoadParseError           bench_serving's output holds no result envmgr can read
     └── BackendError             a backend could not run a command or realize a spec
         ├── CommandNotFound      the program to run does not exist on the target
-        └── CommandTimeout       a command ran past its time limit (its process group was killed)
+        ├── CommandTimeout       a command ran past its time limit (its process group was killed)
+        ├── LaunchError          a server could not even be started (port taken, no way to host it)
+        └── RolloutFailed        a host failed or was unreachable; ``.report`` has every host's result
 """
 
 from __future__ import annotations
@@ -102,3 +106,23 @@ class CommandNotFound(BackendError):
 
 class CommandTimeout(BackendError):
     """A command ran past its time limit and its process group was killed."""
+
+
+class StateError(EnvmgrError):
+    """The state directory is busy or damaged."""
+
+
+class LoadParseError(EnvmgrError):
+    """bench_serving's output holds neither its JSON line nor its summary table."""
+
+
+class LaunchError(BackendError):
+    """The server could not even be started (port taken, backend cannot host a server)."""
+
+
+class RolloutFailed(BackendError):
+    """A host failed or was unreachable; ``report`` (the rollout's RunReport) has every host's result."""
+
+    def __init__(self, message: str, report: object, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.report = report

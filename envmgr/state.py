@@ -28,11 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envmgr.errors import EnvmgrError, UsageError
-
-
-class StateError(EnvmgrError):
-    """The state directory is busy or damaged."""
+from envmgr.errors import StateError, UsageError
 
 
 @dataclass(frozen=True)

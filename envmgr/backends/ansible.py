@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envmgr.backends.base import Closing, CommandResult, Progress, Realized, checked_argv
-from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, UsageError
+from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, RolloutFailed, UsageError
 from envmgr.secrets import Redactor
 from envmgr.state import write_atomic
+from envmgr.toolkits import toolkit_home_subdir, toolkit_release, toolkit_requirements
 
 if TYPE_CHECKING:
     from envmgr.facts.model import Facts
@@ -153,31 +154,6 @@ class PreparedLock:
 
 def lock_digest(lock_text: str, python_version: str) -> str:
     return hashlib.sha256(f"envmgr-lock/1\0{python_version}\0{lock_text}".encode()).hexdigest()
-
-
-def toolkit_release(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")[:2]
-    return int(major), int(minor)
-
-
-def toolkit_requirements(version: str) -> dict[str, str]:
-    """The nvidia-* wheels of a CUDA X.Y toolkit, all held to the X.Y series.
-
-    CUDA 13 wheels dropped the -cuXX suffix and share one prefix (nvidia/cu13) with a full
-    nvcc; the 12.x nvcc wheel carries only ptxas (see FACTS.md)."""
-    major, minor = toolkit_release(version)
-    series = f"=={major}.{minor}.*"
-    if major >= 13:
-        names = ["nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-nvvm", "nvidia-cuda-crt"]
-    else:
-        names = [f"nvidia-cuda-nvcc-cu{major}", f"nvidia-cuda-runtime-cu{major}"]
-    return {name: series for name in names}
-
-
-def toolkit_home_subdir(version: str) -> str:
-    """Where CUDA_HOME lies inside a ``pip install --target`` of the toolkit's wheels."""
-    major, _ = toolkit_release(version)
-    return f"nvidia/cu{major}" if major >= 13 else "nvidia/cuda_nvcc"
 
 
 def toolkit_link(toolkit: Toolkit) -> str:
@@ -619,20 +595,17 @@ def _diffs(task: str, res: Mapping[str, Any]) -> list[dict[str, Any]]:
             for d in items if isinstance(d, Mapping)]
 
 
-class RolloutFailed(BackendError):
-    """A host failed or was unreachable; ``report`` has every host's result."""
-
-    def __init__(self, report: RunReport) -> None:
-        failed = report.failed_hosts
-        first = failed[0] if failed else None
-        where = f"{first.host} at task {first.failed_task!r}: {first.message}" if first else report.status
-        not_run = [h.host for h in report.hosts.values() if h.state == "not run"]
-        text = f"the rollout stopped: {where}\n" + report.summary()
-        if not_run:
-            text += f"\nnot touched: {', '.join(not_run)}"
-        super().__init__(text, hint=f"fix {first.host if first else 'the failing host'} and re-run: hosts "
-                                    "already provisioned are left as they are (nothing changes there)")
-        self.report = report
+def rollout_failed(report: RunReport) -> RolloutFailed:
+    """The error for a rollout a host failed: where it stopped, every host's result, what to do."""
+    failed = report.failed_hosts
+    first = failed[0] if failed else None
+    where = f"{first.host} at task {first.failed_task!r}: {first.message}" if first else report.status
+    not_run = [h.host for h in report.hosts.values() if h.state == "not run"]
+    text = f"the rollout stopped: {where}\n" + report.summary()
+    if not_run:
+        text += f"\nnot touched: {', '.join(not_run)}"
+    return RolloutFailed(text, report, hint=f"fix {first.host if first else 'the failing host'} and re-run: hosts "
+                                            "already provisioned are left as they are (nothing changes there)")
 
 
 # --- the backend --------------------------------------------------------------------------
@@ -673,7 +646,7 @@ class AnsibleBackend(Closing):
         (data / "report.json").write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
         save_probe_outputs(report, data / "probe")
         if report.failed_hosts or report.rc != 0:
-            raise RolloutFailed(report)
+            raise rollout_failed(report)
         python = extravars["envmgr"]["python"]
         self._env = dict(extravars["envmgr"]["env"])
         progress(report.summary())
@@ -689,7 +662,7 @@ class AnsibleBackend(Closing):
             extravars, _ = self._prepare(loaded, data, progress)
             report = self._run_site(data, extravars, progress, check=True)
         if report.failed_hosts or report.rc != 0:
-            raise RolloutFailed(report)
+            raise rollout_failed(report)
         return report
 
     def _prepare(self, loaded: LoadedSpec, data: Path, progress: Progress) -> tuple[dict[str, Any], str]:

@@ -30,7 +30,7 @@ from typing import Literal, Protocol
 from envmgr.backends.service import Service
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.triage import Finding, Triage, clean_line, signal_name
-from envmgr.errors import BackendError, UsageError
+from envmgr.errors import BackendError, LaunchError, UsageError
 
 READY_LINE = "The server is fired up and ready to roll!"
 HEALTH_PATHS = ("/health_generate", "/health", "/ready")
@@ -93,10 +93,6 @@ def exit_text(code: int | None) -> str:
                if name == "SIGKILL" else "")
         return f"the server was killed by {name} (exit code {code}){why}"
     return f"the server exited with code {code}"
-
-
-class LaunchError(BackendError):
-    """The server could not even be started (port taken, backend cannot host a server)."""
 
 
 class RunningServer:

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.results import LoadResult
+from envmgr.errors import LoadParseError
 from envmgr.spec.models import Load
 
 # sglang 0.5.23 moved the client; the old module name remains as a shim there.
@@ -62,10 +63,6 @@ def load_argv(python: str, load: Load, server: ServerCommand, sglang_version: st
     if load.dataset_path:
         argv += ["--dataset-path", load.dataset_path]
     return argv
-
-
-class LoadParseError(ValueError):
-    """bench_serving's output holds neither its JSON line nor its summary table."""
 
 
 def parse_output(text: str) -> LoadResult:

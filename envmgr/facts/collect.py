@@ -17,7 +17,7 @@ from typing import Any
 
 from envmgr.backends.base import CommandResult, Runner
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, FactsError
-from envmgr.facts.model import CompilerFact, Facts, ToolkitFact
+from envmgr.facts.model import JIT_NVCC_ORDER, CompilerFact, Facts, ToolkitFact
 from envmgr.facts.parsers import (
     NVIDIA_SMI_QUERY_FIELDS,
     parse_cuda_version_from_smi,
@@ -318,6 +318,12 @@ def _compiler_facts(runner: Runner, search: Attempt, python_info: Attempt) -> tu
             )
         )
     return {"compilers": compilers}, missing
+
+
+def first_jit_nvcc(search_output: str) -> str | None:
+    """The nvcc FlashInfer's JIT would use, from COMPILER_SEARCH_SCRIPT's output."""
+    found = {c.origin: c.path for c in reversed(_search_candidates(search_output)) if c.kind == "nvcc"}
+    return next((found[o] for o in JIT_NVCC_ORDER if o in found), None)
 
 
 def _search_candidates(text: str) -> list[_Candidate]:

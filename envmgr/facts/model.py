@@ -50,6 +50,11 @@ class PythonFact(_Data):
     packages: dict[str, str] = Field(default_factory=dict, description="canonical name -> version")
 
 
+# How FlashInfer's JIT finds nvcc (flashinfer/jit/cpp_ext.py), the order every part of envmgr
+# that asks "which nvcc" uses: the facts' search script prints its finds with these origins.
+JIT_NVCC_ORDER = ("FLASHINFER_NVCC", "CUDA_HOME", "CUDA_PATH", "PATH", "/usr/local/cuda")
+
+
 class Facts(_Data):
     """A snapshot of a target. A fact that could not be collected is None/empty,
     with the reason in ``missing``."""
@@ -69,9 +74,8 @@ class Facts(_Data):
     def jit_nvcc(self) -> CompilerFact | None:
         """The nvcc FlashInfer's JIT would use: FLASHINFER_NVCC, CUDA_HOME, CUDA_PATH,
         PATH, then /usr/local/cuda (flashinfer jit/cpp_ext.py lookup order)."""
-        order = ["FLASHINFER_NVCC", "CUDA_HOME", "CUDA_PATH", "PATH", "/usr/local/cuda"]
         nvccs = [c for c in self.compilers if c.kind == "nvcc"]
-        for origin in order:
+        for origin in JIT_NVCC_ORDER:
             for c in nvccs:
                 if c.origin == origin:
                     return c

@@ -12,7 +12,8 @@ Check ids (stable; the pytest plugin uses them as test ids):
 
     python:version      major.minor of ``PYTHON -V`` equals ``python.version``
     package:NAME        installed version satisfies the spec's specifier (and equals the lock)
-    nvcc:version        nvcc (CUDA_HOME/bin, PATH, or the wheel for pip toolkits) is release X.Y
+    nvcc:version        the nvcc FlashInfer's JIT would use (FLASHINFER_NVCC, CUDA_HOME, CUDA_PATH,
+                        PATH, /usr/local/cuda; else the wheel for pip toolkits) is release X.Y
     env:NAME            the variable has the spec's value in the target's environment
     cuda:link           /usr/local/cuda resolves to the selected toolkit (not for pip toolkits)
 """
@@ -50,16 +51,6 @@ for dist in metadata.distributions():
     if re.sub(r"[-_.]+", "-", name).lower() == wanted:
         print(dist.version)
         break
-"""
-
-# Prints the nvcc that CUDA_HOME, then PATH, leads to; nothing when neither has one.
-# FlashInfer's lookup order (FACTS.md): CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda.
-NVCC_SEARCH_SCRIPT = r"""
-for home in "$CUDA_HOME" "$CUDA_PATH"; do
-  if [ -n "$home" ] && [ -x "$home/bin/nvcc" ]; then echo "$home/bin/nvcc"; exit 0; fi
-done
-command -v nvcc && exit 0
-if [ -x /usr/local/cuda/bin/nvcc ]; then echo /usr/local/cuda/bin/nvcc; fi
 """
 
 # Run by the target's interpreter: the nvcc of an nvidia-cuda-nvcc wheel
@@ -258,11 +249,14 @@ def package_matches(installed: str, specifier: str, locked: str | None) -> bool:
 
 
 def observe_nvcc(check: Check, host: Host) -> Observation:
-    nvcc = host.run("sh -c %s sh", NVCC_SEARCH_SCRIPT).stdout.strip()
+    from envmgr.facts.collect import COMPILER_SEARCH_SCRIPT, CUDA_ROOT, first_jit_nvcc
+
+    # the nvcc FlashInfer's JIT would use: the facts' own search, in their order
+    nvcc = first_jit_nvcc(host.run("sh -c %s sh %s", COMPILER_SEARCH_SCRIPT, CUDA_ROOT).stdout) or ""
     if not nvcc and check.pip_toolkit:
         nvcc = host.run("%s -c %s", check.python, PIP_NVCC_SCRIPT).stdout.strip()
     if not nvcc:
-        where = ("CUDA_HOME/bin, CUDA_PATH/bin, PATH, /usr/local/cuda/bin"
+        where = ("FLASHINFER_NVCC, CUDA_HOME/bin, CUDA_PATH/bin, PATH, /usr/local/cuda/bin"
                  + (f" or {check.python}'s nvidia wheels" if check.pip_toolkit else ""))
         return False, f"no nvcc ({where})"
     out = host.run("%s --version", nvcc)

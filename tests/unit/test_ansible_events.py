@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from envmgr.backends.ansible import (
+    rollout_failed,
     HostResult,
     RolloutFailed,
     RunReport,
@@ -60,8 +61,8 @@ def test_progress_is_one_line_per_task_start_and_host_result(rollout_events):
 
 def test_rollout_failed_message(rollout_events):
     report = RunReport("failed", 2, host_results(rollout_events, ["h1", "h2", "h3"]))
-    error = RolloutFailed(report)
-    assert isinstance(error, BackendError)
+    error = rollout_failed(report)
+    assert isinstance(error, RolloutFailed) and isinstance(error, BackendError)
     text = str(error)
     assert text.startswith(f"the rollout stopped: h2 at task '{BROKEN_TASK}'")
     assert "not touched: h3" in text and "h1: changed" in text

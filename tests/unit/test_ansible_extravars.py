@@ -17,11 +17,10 @@ from envmgr.backends.ansible import (
     parse_ansible_url,
     playbook_dir,
     render_extravars,
-    toolkit_home_subdir,
-    toolkit_requirements,
 )
 from envmgr.errors import UsageError
 from envmgr.spec.load import load_spec
+from envmgr.toolkits import toolkit_home_subdir, toolkit_requirements
 
 SPEC = """\
 apiVersion: envmgr/v1

@@ -168,7 +168,7 @@ def test_nvcc_and_link_fail_readably_without_a_toolkit(local, monkeypatch, tmp_p
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))  # an empty CUDA_HOME and no nvcc on PATH
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     results = local_checks(local, cuda={"toolkits": [{"version": "13.0", "prefix": "/nonexistent/cuda-13.0"}]})
-    assert results["nvcc:version"].found == "no nvcc (CUDA_HOME/bin, CUDA_PATH/bin, PATH, /usr/local/cuda/bin)"
+    assert results["nvcc:version"].found == "no nvcc (FLASHINFER_NVCC, CUDA_HOME/bin, CUDA_PATH/bin, PATH, /usr/local/cuda/bin)"
     assert not results["cuda:link"].ok
 
 
@@ -183,6 +183,19 @@ def test_nvcc_found_through_cuda_home(local, monkeypatch, tmp_path):
     results = local_checks(local, cuda={"toolkits": [{"version": "12.8"}]})
     assert results["nvcc:version"].message.startswith(
         "local://: nvcc:version: expected release 12.8, found release 13.0 (V13.0.88")
+
+
+def test_nvcc_check_asks_the_nvcc_flashinfers_jit_would_use(local, monkeypatch, tmp_path):
+    """FLASHINFER_NVCC first, as the facts and the JIT have it (one search order, not three)."""
+    for name, release in (("jit", "13.0"), ("home", "12.8")):
+        nvcc = tmp_path / name / "bin" / "nvcc"
+        nvcc.parent.mkdir(parents=True)
+        nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.1'\n")
+        nvcc.chmod(0o755)
+    monkeypatch.setenv("FLASHINFER_NVCC", str(tmp_path / "jit" / "bin" / "nvcc"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
+    results = local_checks(local, cuda={"toolkits": [{"version": "13.0"}]})
+    assert results["nvcc:version"].ok and str(tmp_path / "jit") in results["nvcc:version"].found
 
 
 # --- verify / the command ---------------------------------------------------------------
