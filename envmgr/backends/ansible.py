@@ -466,7 +466,7 @@ def prepare_probes(spec: Spec, where: Path) -> dict[str, Any]:
     from importlib import resources
 
     from envmgr.probes.runner import PROBE_ENV, PROBES, script_source, select
-    from envmgr.probes.session import probe_args
+    from envmgr.probes.session import probe_args, probe_env
 
     where.mkdir(parents=True, exist_ok=True)
     ids = select(None)
@@ -478,7 +478,7 @@ def prepare_probes(spec: Spec, where: Path) -> dict[str, Any]:
         (where / f"{probe_id}.py").write_text(source, encoding="utf-8")
         probes.append({"id": probe_id, "source": source, "args": args[probe_id],
                        "timeout_s": PROBES[probe_id].timeout_s})
-    batch = json.dumps({"env": PROBE_ENV, "probes": probes}, sort_keys=True)
+    batch = json.dumps({"env": {**PROBE_ENV, **probe_env(spec)}, "probes": probes}, sort_keys=True)
     driver = resources.files("envmgr.probes").joinpath("driver.py").read_text(encoding="utf-8")
     (where / PROBE_BATCH_FILE).write_text(batch, encoding="utf-8")
     (where / PROBE_DRIVER_FILE).write_text(driver, encoding="utf-8")

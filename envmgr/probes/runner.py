@@ -49,9 +49,9 @@ PROBES: dict[str, ProbeInfo] = {
                                        "eager and graph", default=False),
 }
 
-# NVLink multicast stays off in every probe process (the device machines require it).
-PROBE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-             "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1"}
+# What every probe process needs: its result line as soon as it is printed. Site policy (e.g.
+# NVLink multicast off on a lent machine) is the spec's `env`, which the session passes on.
+PROBE_ENV = {"PYTHONUNBUFFERED": "1"}
 
 
 @dataclass
@@ -139,14 +139,14 @@ def select(only: Sequence[str] | None) -> list[str]:
 
 def run_probes(runner: Runner, python: str, ids: Sequence[str], args: dict[str, dict[str, Any]],
                progress: Callable[[str], None] = lambda line: None, parallel: int = 4,
-               timeout_s: float | None = None) -> list[ProbeResult]:
+               timeout_s: float | None = None, env: dict[str, str] | None = None) -> list[ProbeResult]:
     """Run ``ids``. Where every probe sees this host's files (local, venv), all start at once
     and the exclusive ones take turns on the GPU through a lock file (ENVMGR_GPU_LOCK), so
     their interpreter start and imports overlap; elsewhere (a container per command) the
     parallel ones run together first, then the exclusive ones one by one."""
-    def one(probe_id: str, env: dict[str, str] | None = None) -> ProbeResult:
+    def one(probe_id: str, extra: dict[str, str] | None = None) -> ProbeResult:
         progress(f"probe {probe_id}: running")
-        result = run_probe(runner, python, probe_id, args.get(probe_id, {}), timeout_s, env)
+        result = run_probe(runner, python, probe_id, args.get(probe_id, {}), timeout_s, {**(env or {}), **(extra or {})})
         progress(f"probe {probe_id}: {result.status} ({result.wall_s:.1f}s) {result.summary}")
         return result
 

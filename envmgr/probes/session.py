@@ -70,6 +70,11 @@ def probe_args(spec: Spec | None, arch: str | None = None) -> dict[str, dict[str
     return args
 
 
+def probe_env(spec: Spec | None) -> dict[str, str]:
+    """The spec's env for the probe processes: what the server will run with, site policy included."""
+    return {name: str(value) for name, value in spec.env.items()} if spec else {}
+
+
 def python_of(backend: Backend) -> str:
     """The environment's own interpreter (venv and image backends know theirs)."""
     return str(getattr(backend, "python", None) or "python3")
@@ -78,7 +83,7 @@ def python_of(backend: Backend) -> str:
 def run_on(backend: Backend, spec: Spec | None, ids: Sequence[str], *, python: str | None = None,
            timeout: float | None = None, progress: Callable[[str], None] = lambda line: None) -> ProbeReport:
     py = python or python_of(backend)
-    results = run_probes(backend, py, ids, probe_args(spec), progress, timeout_s=timeout)
+    results = run_probes(backend, py, ids, probe_args(spec), progress, timeout_s=timeout, env=probe_env(spec))
     predictions: dict[str, Prediction] = {}
     if spec is not None:
         facts = backend.facts() if hasattr(backend, "facts") else None

@@ -226,7 +226,8 @@ def test_probe_scripts_are_assembled_for_the_hosts(tmp_path):
     from envmgr.spec import Spec
 
     spec = Spec.model_validate({"apiVersion": "envmgr/v1", "metadata": {"name": "x"},
-                                "hardware": {"gpu": {"arch": "sm_120", "count": 2}}})
+                                "hardware": {"gpu": {"arch": "sm_120", "count": 2}},
+                                "env": {"NCCL_NVLS_ENABLE": "0"}})  # a site's policy, in its spec
     probes = prepare_probes(spec, tmp_path / "probes")
     assert "gpu" in probes["ids"] and "comm_bench" not in probes["ids"]  # the default set
     assert probes["args"]["toolchain_arch"] == {"archs": ["sm_120"]}
@@ -237,7 +238,8 @@ def test_probe_scripts_are_assembled_for_the_hosts(tmp_path):
     batch = json.loads((tmp_path / "probes" / "probes.json").read_text())
     assert [p["id"] for p in batch["probes"]] == probes["ids"]
     assert batch["probes"][probes["ids"].index("nccl_allreduce")]["source"] == text
-    assert batch["probes"][0]["timeout_s"] == 60 and batch["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert batch["probes"][0]["timeout_s"] == 60
+    assert batch["env"] == {"PYTHONUNBUFFERED": "1", "NCCL_NVLS_ENABLE": "0"}  # the spec's env, nothing forced
     assert "def run_one" in (tmp_path / "probes" / "run_probes.py").read_text()
     # the digest follows what the hosts would run
     other = spec.model_copy(update={"hardware": spec.hardware.model_copy(update={

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -320,7 +321,7 @@ def test_run_comm_bench_sends_the_assembled_script_with_the_args(registered):
     [call] = fake.calls
     assert call["argv"][:2] == ["/opt/env/bin/python", "-c"] and call["argv"][2] == script_source("comm_bench")
     assert json.loads(call["argv"][3]) == args
-    assert call["timeout"] == 30 + comm.STARTUP_S and call["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert call["timeout"] == 30 + comm.STARTUP_S and call["env"] == {"PYTHONUNBUFFERED": "1"}
     assert result["status"] == "pass" and result["details"] == {"world_size": 2} and result["wall_s"] == 2.5
     assert lines[0].startswith("comm_bench: 2 rank(s), 4 tokens x 7168") and lines[-1].startswith("comm_bench: pass")
 
@@ -420,3 +421,18 @@ def test_nccl_without_a_gpu_skips_with_the_reason():
     assert result["status"] == "skip", result
     assert result["summary"] in (result["details"]["reason"],)
     assert "no NVIDIA GPU visible" in result["summary"] or "CPU build" in result["summary"]
+
+
+def test_probe_processes_get_the_specs_env_and_no_policy_of_envmgrs_own():
+    """Site policy (NVLink multicast off on the lent machines) lives in the spec's env."""
+    from envmgr.probes.session import run_on
+    from envmgr.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / "h200.yaml").spec
+    fake = RecordingRunner({"probe": "gpu", "status": "pass", "summary": "ok", "details": {}, "duration_s": 0.1})
+    run_on(fake, spec, ["gpu"], python="/opt/env/bin/python")
+    [call] = fake.calls
+    assert call["env"] == {"PYTHONUNBUFFERED": "1", "NCCL_NVLS_ENABLE": "0",
+                           "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    run_on(fake, None, ["gpu"], python="/opt/env/bin/python")
+    assert fake.calls[-1]["env"] == {"PYTHONUNBUFFERED": "1"}
