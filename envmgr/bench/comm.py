@@ -1,56 +1,34 @@
 """The verify step's communication, measured inside an environment: TP all-reduces vs EP all-to-alls.
 
 The measuring is the ``comm_bench`` probe script (``envmgr/probes/scripts/comm_bench.py``),
-run like every probe: its source through ``python -c`` with the environment's interpreter, by
-the probe runner (``envmgr.probes.runner.run_probe``). Here: its arguments from the spec
-(model shapes, tokens per verify step), and the arithmetic that turns its microseconds into
-a share of the decode step budget.
-
-Step budget. The plain TP8 baseline of the scenario decodes 89.5 tok/s, so it spends
-1000 / 89.5 = 11.17 ms per output token. Speculation pays off only if one verify step (with
-its drafting) costs less than 11.17 ms per token it accepts. ``share_of_budget`` = the
-step's communication / 11.17 ms: above 1, communication alone costs more than a plain token,
-and the step must accept more than that many tokens just to pay for it. The scenario's
-122 all-reduces x ~200 us = 24.4 ms give 2.18.
+run like every probe (``envmgr probe --only comm_bench``). Here: its arguments from the spec
+(model shapes, tokens per verify step). The arithmetic that turns its microseconds into a share
+of the scenario's decode step budget is the tests' and the evidence's (tests/comm_summary.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from envmgr.errors import UsageError
-from envmgr.probes.runner import run_probe
 
 if TYPE_CHECKING:
-    from envmgr.backends.base import Runner
     from envmgr.spec.models import Spec
 
 PROBE_ID = "comm_bench"
 
-# Kimi-K2.5 (DeepSeek-V3 shape): hidden 7168, 61 layers each with attention and MoE, 8 experts per token.
+# The probe's default model when the spec's model config is not readable here: Kimi-K2.5
+# (DeepSeek-V3 shape), hidden 7168, 61 layers each with attention and MoE, 8 experts per token.
 MODEL_SHAPE = {"hidden": 7168, "attention_layers": 61, "moe_layers": 61, "top_k": 8, "dtype": "bfloat16"}
 DEFAULT_DRAFT_TOKENS = 4  # SGLang's EAGLE-3 config in the scenario: --speculative-num-draft-tokens 4
 DEFAULT_BATCH = 1  # one stream: the scenario's ~42 KB all-reduce is a few tokens x 7168 x 2 B
 SPECULATIVE_ALGORITHMS = ("EAGLE3", "EAGLE", "NEXTN", "STANDALONE")
 DRAFT_TOKENS_FLAG = "--speculative-num-draft-tokens"
 
-BASELINE_TOK_S = 89.5  # SCENARIO.md: plain TP8 with --cuda-graph-max-bs 128
-SCENARIO_ALLREDUCE_US = 200.0  # SCENARIO.md: one ~42 KB NCCL all-reduce on the PCIe host
-DEFAULT_STEP_BUDGET_MS = 1000.0 / BASELINE_TOK_S  # 11.17 ms per output token (module docstring)
-STARTUP_S = 60.0  # interpreter start and torch import before the workers' own timeout counts
-
 # What the probe script reads (its docstring); an override outside these is a typo.
 ARG_KEYS = frozenset({"world_size", "tokens", "hidden", "top_k", "attention_layers", "moe_layers", "dtype",
                       "iters", "warmup", "graph", "graph_replays", "timeout_s", "env", "backend",
-                      "draft_tokens", "batch", "tokens_from"})
-
-
-def baseline_step_budget_ms(baseline_tok_s: float = BASELINE_TOK_S) -> float:
-    """Milliseconds the plain baseline spends per output token (1000 / 89.5 = 11.17)."""
-    if baseline_tok_s <= 0:
-        raise UsageError(f"baseline throughput must be positive, got {baseline_tok_s}")
-    return 1000.0 / baseline_tok_s
+                      "draft_tokens", "batch", "tokens_from", "shape_from"})
 
 
 def draft_tokens_of(spec: Spec | None) -> tuple[int, str]:
@@ -64,6 +42,28 @@ def draft_tokens_of(spec: Spec | None) -> tuple[int, str]:
             return int(flags[DRAFT_TOKENS_FLAG]), f"spec {spec.metadata.name}, config {name}: {DRAFT_TOKENS_FLAG}"
         return DEFAULT_DRAFT_TOKENS, f"spec {spec.metadata.name}, config {name} sets no {DRAFT_TOKENS_FLAG}: default"
     return DEFAULT_DRAFT_TOKENS, f"default {DRAFT_TOKENS_FLAG} (no speculative config in a spec)"
+
+
+def model_shape(spec: Spec | None) -> tuple[dict[str, Any], str]:
+    """The shapes the communication depends on, from the spec's model config.json where it is
+    readable here (hidden_size, num_hidden_layers, first_k_dense_replace, num_experts_per_tok),
+    else MODEL_SHAPE; and where they came from."""
+    import json
+    from pathlib import Path
+
+    path = spec.benchmarks.model_path if spec and spec.benchmarks else None
+    try:
+        config = json.loads((Path(path) / "config.json").read_bytes()[: 1 << 20]) if path else None
+    except (OSError, ValueError):
+        config = None
+    part = (config.get("text_config") or config) if isinstance(config, dict) else None
+    needed = ("hidden_size", "num_hidden_layers", "num_experts_per_tok")
+    if not isinstance(part, dict) or not all(isinstance(part.get(k), int) for k in needed):
+        return dict(MODEL_SHAPE), "default (Kimi-K2.5 shape)" + (f": no readable MoE config.json in {path}" if path else "")
+    layers = part["num_hidden_layers"]
+    dense = part.get("first_k_dense_replace") if isinstance(part.get("first_k_dense_replace"), int) else 0
+    return ({"hidden": part["hidden_size"], "attention_layers": layers, "moe_layers": layers - dense,
+             "top_k": part["num_experts_per_tok"], "dtype": MODEL_SHAPE["dtype"]}, f"{path}/config.json")
 
 
 def comm_args(spec: Spec | None = None, **overrides: Any) -> dict[str, Any]:
@@ -80,7 +80,9 @@ def comm_args(spec: Spec | None = None, **overrides: Any) -> dict[str, Any]:
     if "draft_tokens" in given:
         source = "given"
     draft, batch = int(given.pop("draft_tokens", draft)), int(given.pop("batch", DEFAULT_BATCH))
-    args: dict[str, Any] = {**MODEL_SHAPE, "draft_tokens": draft, "batch": batch, "tokens": draft * batch,
+    shape, shape_from = model_shape(spec)
+    args: dict[str, Any] = {**shape, "shape_from": shape_from,
+                            "draft_tokens": draft, "batch": batch, "tokens": draft * batch,
                             "tokens_from": f"{draft} draft tokens ({source}) x batch {batch}"}
     if spec is not None:
         args["world_size"] = spec.hardware.gpu.count
@@ -88,87 +90,3 @@ def comm_args(spec: Spec | None = None, **overrides: Any) -> dict[str, Any]:
         args["tokens_from"] = "given"
     args.update(given)
     return args
-
-
-def run_comm_bench(backend: Runner, python: str, args: dict[str, Any],
-                   progress: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
-    """The probe result (``ProbeResult.to_dict()``): status, summary, details, wall_s."""
-    progress(f"{PROBE_ID}: {args.get('world_size', 'all visible')} rank(s), {args.get('tokens')} tokens "
-             f"x {args.get('hidden')}, top-k {args.get('top_k')}")
-    timeout = float(args["timeout_s"]) + STARTUP_S if "timeout_s" in args else None  # else the registry's
-    result = run_probe(backend, python, PROBE_ID, args, timeout_s=timeout)
-    progress(f"{PROBE_ID}: {result.status} ({result.wall_s:.1f}s) {result.summary}")
-    return result.to_dict()
-
-
-def summarize(result: dict[str, Any], step_budget_ms: float = DEFAULT_STEP_BUDGET_MS) -> dict[str, Any]:
-    """Microseconds per verify step for TP and EP, eager and graph, and their share of the step budget.
-
-    ``result``: what ``run_comm_bench`` returns (or just its ``details``)."""
-    details = result.get("details", result)
-    rows = [mode_row(scheme, mode, details.get(scheme) or {}, step_budget_ms)
-            for scheme in ("tp", "ep") for mode in ("eager", "graph")]
-    measured = [row for row in rows if row["step_us"] is not None]
-    out = {"status": result.get("status"), "summary": result.get("summary"),
-           "world_size": details.get("world_size"), "shape": details.get("shape"),
-           "launch_overhead_only": bool(details.get("launch_overhead_only")),
-           "step_budget_ms": round(step_budget_ms, 3),
-           "budget_meaning": "ms the plain baseline spends per output token (1000 / tok/s); share_of_budget "
-                             "= a step's communication / budget = tokens a verify step must accept just to "
-                             "pay for its communication",
-           "rows": rows, "ep_over_tp": ep_over_tp(rows),
-           "best": min(measured, key=lambda row: row["step_us"]) if measured else None,
-           "scenario": scenario_reference(details, step_budget_ms)}
-    if out["launch_overhead_only"]:
-        out["caveat"] = "one rank: no data crossed a bus; these are launch overheads, not PCIe/NVLink times"
-    return out
-
-
-def mode_row(scheme: str, mode: str, numbers: dict[str, Any], budget_ms: float) -> dict[str, Any]:
-    measured = numbers.get(mode)
-    row = {"scheme": scheme, "mode": mode, "ops": numbers.get("ops"), "message_bytes": numbers.get("message_bytes"),
-           "step_us": None, "per_op_us": None, "share_of_budget": None}
-    if not measured:
-        row["why_none"] = (numbers.get(f"{mode}_error") or numbers.get(f"{mode}_skipped")
-                           or ("not measured" if numbers else "no numbers for this scheme"))
-        return row
-    row.update(step_us=measured["step_us"], per_op_us=measured["per_op_us"], wrong=measured.get("wrong", 0),
-               share_of_budget=round(measured["step_us"] / 1000.0 / budget_ms, 4))
-    return row
-
-
-def ep_over_tp(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """EP's step time over TP's, per mode: below 1, the all-to-alls cost less than the all-reduces."""
-    by = {(row["scheme"], row["mode"]): row["step_us"] for row in rows}
-    ratios: dict[str, float | None] = {}
-    for mode in ("eager", "graph"):
-        tp, ep = by.get(("tp", mode)), by.get(("ep", mode))
-        ratios[mode] = round(ep / tp, 3) if tp and ep is not None else None
-    return ratios
-
-
-def scenario_reference(details: dict[str, Any], budget_ms: float) -> dict[str, Any]:
-    """The scenario's hand-measured TP step (PCIe, 8 ranks), for a side-by-side look."""
-    ops = (details.get("tp") or {}).get("ops") or 2 * MODEL_SHAPE["moe_layers"]
-    step_us = ops * SCENARIO_ALLREDUCE_US
-    return {"tp_step_us": step_us, "share_of_budget": round(step_us / 1000.0 / budget_ms, 4),
-            "source": f"SCENARIO.md: {ops} all-reduces x ~{SCENARIO_ALLREDUCE_US:g} us (8x RTX PRO 6000, PCIe)"}
-
-
-def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """A small table for the terminal."""
-    lines = [f"step budget {summary['step_budget_ms']:.2f} ms/token; world size {summary['world_size']}"]
-    lines.append(f"{'scheme':6} {'mode':6} {'ops':>4} {'KiB/op':>7} {'us/step':>9} {'us/op':>7} {'share':>6}")
-    for row in summary["rows"]:
-        kib = f"{row['message_bytes'] / 1024:.0f}" if row["message_bytes"] else "-"
-        if row["step_us"] is None:
-            lines.append(f"{row['scheme']:6} {row['mode']:6} {row['ops'] or '-':>4} {kib:>7}  n/a: {row['why_none']}")
-            continue
-        lines.append(f"{row['scheme']:6} {row['mode']:6} {row['ops']:>4} {kib:>7} {row['step_us']:>9.1f} "
-                     f"{row['per_op_us']:>7.2f} {row['share_of_budget']:>6.3f}")
-    ref = summary["scenario"]
-    lines.append(f"scenario: {ref['tp_step_us'] / 1000:.1f} ms/step, share {ref['share_of_budget']:.2f} "
-                 f"({ref['source']})")
-    if summary.get("caveat"):
-        lines.append(summary["caveat"])
-    return lines

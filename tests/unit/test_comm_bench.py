@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import comm_summary
 from envmgr.backends.base import CommandResult
 from envmgr.bench import comm
 from envmgr.errors import UsageError
@@ -239,11 +240,11 @@ def test_the_args_are_all_read_by_the_script():
 
 
 def test_step_budget_is_one_token_of_the_baseline():
-    assert comm.baseline_step_budget_ms() == pytest.approx(11.173, abs=1e-3)  # 1000 / 89.5
-    assert comm.DEFAULT_STEP_BUDGET_MS == comm.baseline_step_budget_ms(89.5)
-    assert comm.baseline_step_budget_ms(82) == pytest.approx(12.195, abs=1e-3)
+    assert comm_summary.baseline_step_budget_ms() == pytest.approx(11.173, abs=1e-3)  # 1000 / 89.5
+    assert comm_summary.DEFAULT_STEP_BUDGET_MS == comm_summary.baseline_step_budget_ms(89.5)
+    assert comm_summary.baseline_step_budget_ms(82) == pytest.approx(12.195, abs=1e-3)
     with pytest.raises(UsageError):
-        comm.baseline_step_budget_ms(0)
+        comm_summary.baseline_step_budget_ms(0)
 
 
 def probe_result(world_size=8, graph=True):
@@ -254,7 +255,7 @@ def probe_result(world_size=8, graph=True):
 
 
 def test_summary_gives_us_per_step_and_share_of_budget_for_every_scheme_and_mode():
-    summary = comm.summarize(probe_result(), 10.0)
+    summary = comm_summary.summarize(probe_result(), 10.0)
     rows = {(r["scheme"], r["mode"]): r for r in summary["rows"]}
     assert list(rows) == [("tp", "eager"), ("tp", "graph"), ("ep", "eager"), ("ep", "graph")]
     assert rows["tp", "eager"]["step_us"] == 24400.0 and rows["tp", "eager"]["per_op_us"] == 200.0
@@ -266,28 +267,28 @@ def test_summary_gives_us_per_step_and_share_of_budget_for_every_scheme_and_mode
 
 
 def test_summary_compares_with_the_scenarios_hand_measured_step():
-    summary = comm.summarize(probe_result())  # default budget: 1000 / 89.5 ms
+    summary = comm_summary.summarize(probe_result())  # default budget: 1000 / 89.5 ms
     assert summary["scenario"]["tp_step_us"] == 24400.0
     assert summary["scenario"]["share_of_budget"] == pytest.approx(24.4 / (1000 / 89.5), abs=1e-4)  # 2.18
     assert summary["rows"][0]["share_of_budget"] == summary["scenario"]["share_of_budget"]
 
 
 def test_summary_of_a_run_without_graphs_says_why_and_flags_launch_overhead():
-    summary = comm.summarize(probe_result(world_size=1, graph=False)["details"])
+    summary = comm_summary.summarize(probe_result(world_size=1, graph=False)["details"])
     graph_rows = [r for r in summary["rows"] if r["mode"] == "graph"]
     assert all(r["step_us"] is None and r["why_none"] == "no CUDA graph on CPU" for r in graph_rows)
     assert summary["ep_over_tp"]["graph"] is None and summary["ep_over_tp"]["eager"] == 0.5
     assert summary["launch_overhead_only"] and "launch overheads" in summary["caveat"]
-    lines = comm.summary_lines(summary)
+    lines = comm_summary.summary_lines(summary)
     assert any(line.startswith("tp     graph") and "n/a: no CUDA graph on CPU" in line for line in lines)
 
 
 def test_summary_of_a_skipped_probe_has_no_numbers():
     skipped = {"status": "skip", "summary": "no NVIDIA GPU visible", "details": {"reason": "no NVIDIA GPU visible"}}
-    summary = comm.summarize(skipped)
+    summary = comm_summary.summarize(skipped)
     assert summary["best"] is None and all(r["step_us"] is None for r in summary["rows"])
     assert summary["rows"][0]["why_none"] == "no numbers for this scheme"
-    assert comm.summary_lines(summary)[0].startswith("step budget 11.17 ms/token")
+    assert comm_summary.summary_lines(summary)[0].startswith("step budget 11.17 ms/token")
 
 
 # --- through the runner -------------------------------------------------------------------
@@ -317,18 +318,18 @@ def test_run_comm_bench_sends_the_assembled_script_with_the_args(registered):
                             "duration_s": 2.0})
     lines: list[str] = []
     args = comm.comm_args(world_size=2, timeout_s=30)
-    result = comm.run_comm_bench(fake, "/opt/env/bin/python", args, lines.append)
+    result = comm_summary.run_comm_bench(fake, "/opt/env/bin/python", args, lines.append)
     [call] = fake.calls
     assert call["argv"][:2] == ["/opt/env/bin/python", "-c"] and call["argv"][2] == script_source("comm_bench")
     assert json.loads(call["argv"][3]) == args
-    assert call["timeout"] == 30 + comm.STARTUP_S and call["env"] == {"PYTHONUNBUFFERED": "1"}
+    assert call["timeout"] == 30 + comm_summary.STARTUP_S and call["env"] == {"PYTHONUNBUFFERED": "1"}
     assert result["status"] == "pass" and result["details"] == {"world_size": 2} and result["wall_s"] == 2.5
     assert lines[0].startswith("comm_bench: 2 rank(s), 4 tokens x 7168") and lines[-1].startswith("comm_bench: pass")
 
 
 def test_run_comm_bench_without_a_timeout_uses_the_registrys(registered):
     fake = RecordingRunner({"probe": "comm_bench", "status": "skip", "summary": "no GPU", "details": {}})
-    comm.run_comm_bench(fake, "python3", comm.comm_args())
+    comm_summary.run_comm_bench(fake, "python3", comm.comm_args())
     assert fake.calls[0]["timeout"] == runner.PROBES["comm_bench"].timeout_s
 
 
@@ -336,7 +337,7 @@ def test_run_comm_bench_without_a_timeout_uses_the_registrys(registered):
                     reason="the PROBES line for comm_bench is not in envmgr/probes/runner.py yet (the lead adds it)")
 def test_comm_bench_is_registered_as_an_exclusive_probe():
     info = runner.PROBES["comm_bench"]
-    assert info.exclusive and info.timeout_s >= 120 + comm.STARTUP_S
+    assert info.exclusive and info.timeout_s >= 120 + comm_summary.STARTUP_S
 
 
 # --- skipping without torch or a GPU ------------------------------------------------------
@@ -387,7 +388,7 @@ def test_gloo_two_ranks_run_the_whole_verify_step_correctly():
         assert scheme["eager"]["per_op_us"] == pytest.approx(scheme["eager"]["step_us"] / 122, abs=1e-3)
         assert scheme["graph_skipped"] == "not asked (args graph=false)"
     assert details["shape"]["tokens_from"].startswith("4 draft tokens")
-    summary = comm.summarize(result)
+    summary = comm_summary.summarize(result)
     assert [r["step_us"] is not None for r in summary["rows"]] == [True, False, True, False]
 
 
@@ -436,3 +437,21 @@ def test_probe_processes_get_the_specs_env_and_no_policy_of_envmgrs_own():
                            "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
     run_on(fake, None, ["gpu"], python="/opt/env/bin/python")
     assert fake.calls[-1]["env"] == {"PYTHONUNBUFFERED": "1"}
+
+
+def test_comm_shapes_come_from_the_models_config_where_readable(tmp_path):
+    from envmgr.spec import Spec
+
+    model = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "tiny-qwen3moe"
+    spec = Spec.model_validate({"apiVersion": "envmgr/v1", "metadata": {"name": "m"},
+                                "hardware": {"gpu": {"arch": "sm_90", "count": 2}},
+                                "benchmarks": {"model_path": str(model), "configs": {"a": {}}}})
+    args = comm.comm_args(spec)
+    config = json.loads((model / "config.json").read_text())
+    assert (args["hidden"], args["attention_layers"], args["moe_layers"], args["top_k"]) == (
+        config["hidden_size"], config["num_hidden_layers"], config["num_hidden_layers"], config["num_experts_per_tok"])
+    assert args["shape_from"].endswith("tiny-qwen3moe/config.json")
+    # a model this host cannot read: the probe's documented default, said so
+    unreadable = spec.model_copy(update={"benchmarks": spec.benchmarks.model_copy(update={"model_path": str(tmp_path)})})
+    args = comm.comm_args(unreadable)
+    assert args["hidden"] == comm.MODEL_SHAPE["hidden"] and args["shape_from"].startswith("default")
