@@ -28,10 +28,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
+from envmgr.severity import Severity
+from envmgr.severity import rank as severity_rank
 from envmgr.spec.models import FlagName, FlagValue
 
 HELP = "check `python -m sglang.launch_server --help`"
-Severity = Literal["error", "warning", "info"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,8 +316,7 @@ def check_flags(flags: Mapping[str, FlagValue], sglang_version: str | None,
         entry = _resolve(check, name)
         if entry is not None:
             _check_one(check, name, entry, value)
-    order = {"error": 0, "warning": 1, "info": 2}
-    return sorted(check.problems, key=lambda p: order[p.severity])
+    return sorted(check.problems, key=severity_rank)
 
 
 def _check_one(check: _Check, name: str, entry: Entry, value: FlagValue) -> None:

@@ -35,6 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envmgr.datafiles import load_shipped, parse_yaml
+from envmgr import severity
 from envmgr.bench.prefilter import Prefilter
 from envmgr.errors import KnowledgeBaseError
 
@@ -616,7 +617,7 @@ class Triage:
     def findings(self) -> list[Finding]:
         """Every root cause so far, most specific first, values from the whole log."""
         hits = [h for h in self._hits.values() if not self._is_superseded(h)]
-        hits.sort(key=lambda h: (h.signature.severity != "error", -h.signature.priority, h.line))
+        hits.sort(key=lambda h: (severity.rank(h.signature), -h.signature.priority, h.line))
         return [self._render(h) for h in hits]
 
     def _examine(self, raw_line: str, recent: Callable[[], Iterator[str]]) -> None:
@@ -715,7 +716,7 @@ class Triage:
         ready = [h for h in self._hits.values()
                  if not h.reported and not self._is_superseded(h)
                  and (final or self._waited_enough(h))]
-        ready.sort(key=lambda h: (h.signature.severity != "error", -h.signature.priority, h.line))
+        ready.sort(key=lambda h: (severity.rank(h.signature), -h.signature.priority, h.line))
         for hit in ready:
             hit.reported = True
         return [self._render(h) for h in ready]

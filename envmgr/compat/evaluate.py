@@ -12,6 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envmgr.compat.context import Context, config_context, stack_context
+from envmgr import severity
 from envmgr.compat.kb import AnyOf, Condition, KnowledgeBase, Rule, default_knowledge_base
 from envmgr.spec.load import LoadedSpec
 from envmgr.spec.models import Spec
@@ -19,7 +20,6 @@ from envmgr.spec.models import Spec
 if TYPE_CHECKING:  # facts pull in their collectors; validate needs only the type
     from envmgr.facts.model import Facts
 
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def evaluate(spec: Spec, facts: Facts | None = None, kb: KnowledgeBase | None = 
                            if r.scope == "config" and fires(r, ctx)]
             per_config += _flag_findings(spec, name, ctx, kb)
         found += _merge_configs(per_config)
-    return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])
+    return sorted(found, key=severity.rank)
 
 
 def _merge_configs(findings: list[Finding]) -> list[Finding]:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
+from envmgr.severity import Severity
 
 OPS = frozenset({
     "eq", "ne", "in", "not_in", "present", "absent", "not_matches",
@@ -22,7 +23,6 @@ OPS = frozenset({
 })
 UNARY_OPS = frozenset({"present", "absent"})
 
-Severity = Literal["error", "warning", "info"]
 
 
 class Clause(BaseModel):
