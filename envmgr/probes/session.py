@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from envmgr.spec.models import Spec
     from envmgr.state import Generation
 
-PROBES_FILE = "probes.json"
+PROBES_FILE = "probes.json"  # what the apply-time gate ran
+ADHOC_DIR = "probe-runs"  # every `envmgr probe` run since, one file each
 
 
 @dataclass
@@ -92,8 +93,18 @@ def run_on(backend: Backend, spec: Spec | None, ids: Sequence[str], *, python: s
                        tuple(spec.probes.expected_fail) if spec else ())
 
 
-def record(report: ProbeReport, generation: Generation) -> str:
-    path = generation.path / PROBES_FILE
+def record(report: ProbeReport, generation: Generation, adhoc: bool = False) -> str:
+    """The gate's report is ``probes.json``; an ad-hoc run (``envmgr probe``) goes beside it
+    under ``probe-runs/`` and never replaces what the apply-time gate saw."""
+    if adhoc:
+        import time
+
+        runs = generation.path / ADHOC_DIR
+        runs.mkdir(exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        path = runs / f"{stamp}-{len(list(runs.iterdir())) + 1}.json"
+    else:
+        path = generation.path / PROBES_FILE
     path.write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
     report.recorded = str(path)
     return report.recorded
@@ -114,7 +125,7 @@ def probe_environment(*, target: str | None, spec_path: Path | None, only: Seque
     with open_backend(url) as backend:
         report = run_on(backend, spec, ids, python=python, timeout=timeout, progress=progress)
     if generation is not None:
-        record(report, generation)
+        record(report, generation, adhoc=True)
     return report
 
 

@@ -1,0 +1,31 @@
+"""``envmgr probe`` against the current generation: its runs are recorded beside the apply-time
+gate's report, never over it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+from envmgr.probes.session import ADHOC_DIR, PROBES_FILE, probe_environment
+from envmgr.state import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_an_adhoc_probe_run_never_replaces_the_gates_report(tmp_path):
+    store = Store(tmp_path / "home")
+    with store.locked():
+        path = store.begin()
+        (path / "spec.yaml").write_text((ROOT / "specs" / "demo-cpu.yaml").read_text())
+        gen = store.commit(path, {"spec_name": "demo", "backend": "local://", "backend_kind": "local"})
+        store.switch(gen.number)
+    gate_report = {"target": "local://", "results": [{"probe": "gpu", "status": "pass"}], "note": "the gate's"}
+    (gen.path / PROBES_FILE).write_text(json.dumps(gate_report))
+    for _ in range(2):
+        report = probe_environment(target=None, spec_path=None, only=["gpu"], python=None, timeout=60,
+                                   home=tmp_path / "home", progress=lambda line: None)
+        assert report.recorded and Path(report.recorded).parent == gen.path / ADHOC_DIR
+    assert json.loads((gen.path / PROBES_FILE).read_text()) == gate_report
+    runs = sorted((gen.path / ADHOC_DIR).iterdir())
+    assert len(runs) == 2 and all(json.loads(r.read_text())["results"][0]["probe"] == "gpu" for r in runs)
