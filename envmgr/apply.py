@@ -50,9 +50,18 @@ def current_spec(gen: Generation) -> LoadedSpec:
 
 
 def generation_drift(gen: Generation, backend: Backend) -> Drift:
+    """What is installed vs the lock; a missing environment is all of the lock missing."""
+    drift, _ = generation_state(gen, backend)
+    return drift
+
+
+def generation_state(gen: Generation, backend: Backend) -> tuple[Drift, str | None]:
+    """(drift, why the environment is missing): an environment whose interpreter cannot be run
+    (a deleted venv, a removed image) is missing, not drifted."""
     facts = backend.facts()
-    installed = facts.python.packages if facts.python else {}
-    return compare(gen.lock, installed)
+    if facts.python is None:
+        return compare(gen.lock, {}), facts.missing.get("python", "its interpreter cannot be run")
+    return compare(gen.lock, facts.python.packages), None
 
 
 def apply(

@@ -346,8 +346,9 @@ def cmd_rollback(a: argparse.Namespace) -> int:
 
 @command(HOME, JSON)
 def cmd_status(a: argparse.Namespace) -> int:
-    """Compare what the current generation has installed with its lock: exit 2 on drift."""
-    from envmgr.apply import generation_drift
+    """Compare what the current generation has installed with its lock: exit 0 as locked,
+    2 on drift, 1 when its environment is missing."""
+    from envmgr.apply import generation_state
     from envmgr.backends import open_backend
     from envmgr.state import Store
 
@@ -357,15 +358,22 @@ def cmd_status(a: argparse.Namespace) -> int:
         raise UsageError(f"no current generation in {store.home}", hint="run `envmgr apply SPEC` first")
     built = open_backend(current.meta["backend"])
     try:
-        drift = generation_drift(current, built)
+        drift, missing = generation_state(current, built)
     finally:
         built.close()
     if a.json:
         _emit({"generation": current.number, "spec": current.meta.get("spec_name"),
-               "backend": current.meta.get("backend"), "drift": drift.to_dict(), "drifted": bool(drift)})
+               "backend": current.meta.get("backend"), "missing": missing,
+               "drift": None if missing else drift.to_dict(), "drifted": bool(drift) and not missing})
     else:
         print(f"generation {current.number}: {current.meta.get('spec_name')} via {current.meta.get('backend')}")
-        print("drift:\n  " + "\n  ".join(drift.lines()) if drift else "no drift: installed = lock")
+        if missing:
+            print(f"environment missing: {missing}; `envmgr apply SPEC` rebuilds it, `envmgr rollback` "
+                  "goes back to the previous generation")
+        else:
+            print("drift:\n  " + "\n  ".join(drift.lines()) if drift else "no drift: installed = lock")
+    if missing:
+        return 1
     return 2 if drift else 0
 
 

@@ -1,5 +1,5 @@
-"""``envmgr probe`` against the current generation: its runs are recorded beside the apply-time
-gate's report, never over it."""
+"""The current generation as the commands see it: ``envmgr probe`` runs recorded beside the
+apply-time gate's report (never over it); ``envmgr status`` telling a missing environment from drift."""
 
 from __future__ import annotations
 
@@ -29,3 +29,21 @@ def test_an_adhoc_probe_run_never_replaces_the_gates_report(tmp_path):
     assert json.loads((gen.path / PROBES_FILE).read_text()) == gate_report
     runs = sorted((gen.path / ADHOC_DIR).iterdir())
     assert len(runs) == 2 and all(json.loads(r.read_text())["results"][0]["probe"] == "gpu" for r in runs)
+
+
+def test_status_tells_a_missing_environment_from_drift(tmp_path, capsys):
+    from envmgr.cli import main
+
+    store = Store(tmp_path / "home")
+    with store.locked():
+        path = store.begin()
+        (path / "spec.yaml").write_text((ROOT / "specs" / "demo-cpu.yaml").read_text())
+        (path / "lock.txt").write_text(f"six==1.16.0 \\\n    --hash=sha256:{'0' * 64}\n")
+        gen = store.commit(path, {"spec_name": "demo", "backend": f"venv://{tmp_path / 'gone'}",
+                                  "backend_kind": "venv"})
+        store.switch(gen.number)
+    assert main(["status", "--home", str(tmp_path / "home")]) == 1
+    assert "environment missing" in capsys.readouterr().out
+    assert main(["status", "--home", str(tmp_path / "home"), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["missing"] and doc["drift"] is None and doc["drifted"] is False
