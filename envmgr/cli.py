@@ -115,9 +115,9 @@ def cmd_validate(a: argparse.Namespace) -> int:
 
 @command(SPEC, opt("--from", dest="from_", type=Path, metavar="SPEC", help="Plan from another spec (an environment realized from it)"),
          FACTS, opt("--backend", metavar="URL", help="ansible://GROUP?inventory=FILE: check mode (--check --diff) on the hosts"),
-         JSON)
+         HOME, JSON)
 def cmd_plan(a: argparse.Namespace) -> int:
-    """What applying SPEC would change: exit 0 no changes, 2 changes, 1 error."""
+    """What applying SPEC would change (from the current generation, else this host): exit 0 no changes, 2 changes, 1 error."""
     from envmgr.compat import check
     from envmgr.plan import plan as make_plan
     from envmgr.plan import state_from_facts, state_from_spec
@@ -134,6 +134,13 @@ def cmd_plan(a: argparse.Namespace) -> int:
             raise UsageError("give --from or --facts, not both")
         base = load_spec(a.from_)
         current = state_from_spec(base.spec, f"spec {base.spec.metadata.name} ({a.from_})")
+    elif observed is None and (generation := _current_generation(a.home)) is not None:
+        # apply builds beside the current generation, from its spec: so does the plan
+        from envmgr.apply import current_spec
+
+        current = state_from_spec(current_spec(generation).spec, f"generation {generation.number} (current)")
+        if generation.meta.get("spec_digest") == loaded.digest:
+            current = state_from_spec(loaded.spec, f"generation {generation.number} (current, this spec)")
     else:
         if observed is None:
             from envmgr.backends.local import LocalBackend
@@ -158,6 +165,13 @@ def cmd_plan(a: argparse.Namespace) -> int:
 @command(SPEC, opt("--from", dest="from_", type=Path, metavar="OLD", help="The spec of the stack that works today: which configs SPEC unblocks"),
          opt("--write", type=Path, metavar="CHILD.yaml", help="Write a spec extending SPEC with the release that unblocks the most"),
          JSON)
+def _current_generation(home: Path | None):
+    from envmgr.state import Store
+
+    store = Store(home)
+    return store.current() if store.home.is_dir() else None
+
+
 def cmd_advise(a: argparse.Namespace) -> int:
     """For each error finding, the nearest known release that clears it: exit 0 all clearable, 1 not."""
     import yaml

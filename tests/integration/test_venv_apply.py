@@ -97,6 +97,14 @@ def test_apply_unchanged_change_drift_rollback(tmp_path: Path, home: Path):
 
     status = envmgr(home, "status")
     assert status.returncode == 0 and "no drift" in status.stdout
+    # the current generation is what a plan starts from: the spec it was built from has nothing to do
+    planned = envmgr(home, "plan", str(spec), "--json")
+    assert planned.returncode == 0, planned.stdout
+    assert json.loads(planned.stdout)["changes"] == 0 and "generation 2" in json.loads(planned.stdout)["from"]
+    write_spec(spec, six="1.16.0")  # and another spec is planned against it, not against the bare host
+    against = json.loads(envmgr(home, "plan", str(spec), "--json").stdout)
+    assert [a["kind"] for a in against["actions"]] == ["package.downgrade"], against["actions"]
+    write_spec(spec, six="1.17.0")
     subprocess.run([sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python",
                     venv_python(gen2.path), "six==1.16.0"], check=True, capture_output=True)
     drifted = envmgr(home, "status", "--json")
