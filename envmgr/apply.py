@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 import yaml
 
 from envmgr import __version__, failpoints
-from envmgr.backends import split_url
+from envmgr.backends.urls import split_url
 from envmgr.drift import Drift, compare
 from envmgr.errors import UsageError
 from envmgr.plan import Action, State, plan, state_from_spec
 from envmgr.secrets import Redactor
-from envmgr.spec.load import LoadedSpec, load_spec
-from envmgr.state import Generation, Store
+from envmgr.spec.load import LoadedSpec
+from envmgr.state import Generation, Store, current_spec
 
 if TYPE_CHECKING:
     from envmgr.backends.base import Backend, Progress
@@ -43,10 +43,6 @@ class ApplyResult:
         return {"status": self.status, "actions": [a.to_dict() for a in self.actions],
                 "generation": self.generation.number if self.generation else None,
                 "previous": self.previous.number if self.previous else None}
-
-
-def current_spec(gen: Generation) -> LoadedSpec:
-    return load_spec(gen.path / "spec.yaml")
 
 
 def generation_drift(gen: Generation, backend: Backend) -> Drift:

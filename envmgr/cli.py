@@ -136,7 +136,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
         current = state_from_spec(base.spec, f"spec {base.spec.metadata.name} ({a.from_})")
     elif observed is None and (generation := _current_generation(a.home)) is not None:
         # apply builds beside the current generation, from its spec: so does the plan
-        from envmgr.apply import current_spec
+        from envmgr.state import current_spec
 
         current = state_from_spec(current_spec(generation).spec, f"generation {generation.number} (current)")
         if generation.meta.get("spec_digest") == loaded.digest:
@@ -165,13 +165,6 @@ def cmd_plan(a: argparse.Namespace) -> int:
 @command(SPEC, opt("--from", dest="from_", type=Path, metavar="OLD", help="The spec of the stack that works today: which configs SPEC unblocks"),
          opt("--write", type=Path, metavar="CHILD.yaml", help="Write a spec extending SPEC with the release that unblocks the most"),
          JSON)
-def _current_generation(home: Path | None):
-    from envmgr.state import Store
-
-    store = Store(home)
-    return store.current() if store.home.is_dir() else None
-
-
 def cmd_advise(a: argparse.Namespace) -> int:
     """For each error finding, the nearest known release that clears it: exit 0 all clearable, 1 not."""
     import yaml
@@ -209,6 +202,13 @@ def cmd_advise(a: argparse.Namespace) -> int:
         elif a.write is not None:
             print(f"nothing written to {a.write}: no known release or flag change clears any blocker without blocking another")
     return 1 if any(x.fixed_by is None and not x.fixed_here for x in advice) else 0
+
+
+def _current_generation(home: Path | None):
+    from envmgr.state import Store
+
+    store = Store(home)
+    return store.current() if store.home.is_dir() else None
 
 
 def _plan_on_hosts(loaded, url: str, as_json: bool) -> int:

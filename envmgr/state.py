@@ -218,3 +218,10 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def current_spec(gen: Generation):
+    """The spec a generation was built from (its recorded, merged ``spec.yaml``), loaded."""
+    from envmgr.spec import load_spec
+
+    return load_spec(gen.path / "spec.yaml")

@@ -110,7 +110,7 @@ class AnsibleTarget:
 
 def parse_ansible_url(url: str) -> AnsibleTarget:
     """``ansible://gpu?inventory=hosts.yml&apt=offline`` -> AnsibleTarget."""
-    from envmgr.backends import split_url
+    from envmgr.backends.urls import split_url
 
     scheme, group, params = split_url(url)
     if scheme != "ansible":
@@ -466,7 +466,7 @@ def prepare_probes(spec: Spec, where: Path) -> dict[str, Any]:
     from importlib import resources
 
     from envmgr.probes.runner import PROBE_ENV, PROBES, script_source, select
-    from envmgr.probes.session import probe_args, probe_env
+    from envmgr.probes.args import probe_args, probe_env
 
     where.mkdir(parents=True, exist_ok=True)
     ids = select(None)

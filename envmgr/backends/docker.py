@@ -85,7 +85,7 @@ class DockerTarget:
 
 def parse_docker_url(url: str) -> DockerTarget:
     """``docker://envmgr/demo?base=envmgr/base:bookworm&wheelhouse=1`` -> DockerTarget."""
-    from envmgr.backends import split_url
+    from envmgr.backends.urls import split_url
 
     scheme, ref, params = split_url(url)
     if scheme != "docker":

@@ -113,7 +113,7 @@ def resolve_envs(names: Sequence[str], bench_spec: Spec, home: Path | None) -> l
 
 
 def _generation_env(store, name: str) -> Env:
-    from envmgr.apply import current_spec
+    from envmgr.state import current_spec
 
     if name == "current":
         gen = store.current()

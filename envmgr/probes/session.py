@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envmgr.backends import open_backend
+from envmgr.probes.args import probe_args, probe_env
 from envmgr.probes.predict import Prediction, agreement, predict
 from envmgr.probes.runner import ProbeResult, run_probes, select
 
@@ -56,26 +57,6 @@ class ProbeReport:
                 "recorded": self.recorded, "results": rows}
 
 
-def probe_args(spec: Spec | None, arch: str | None = None) -> dict[str, dict[str, Any]]:
-    """Per-probe arguments from the spec: the target arch and the GPU count."""
-    arch = arch or (spec.hardware.gpu.arch if spec else None)
-    count = spec.hardware.gpu.count if spec else None
-    from envmgr.bench.comm import comm_args
-
-    args: dict[str, dict[str, Any]] = {"toolchain_arch": {"archs": [arch] if arch else []},
-                                       "comm_bench": comm_args(spec)}
-    if count:
-        for probe in ("nccl_allreduce", "nccl_alltoall"):
-            args[probe] = {"world_size": count}
-        args["symm_mem"] = {"world_sizes": [count]}  # the size the spec's server runs at
-    return args
-
-
-def probe_env(spec: Spec | None) -> dict[str, str]:
-    """The spec's env for the probe processes: what the server will run with, site policy included."""
-    return {name: str(value) for name, value in spec.env.items()} if spec else {}
-
-
 def python_of(backend: Backend) -> str:
     """The environment's own interpreter (venv and image backends know theirs)."""
     return str(getattr(backend, "python", None) or "python3")
@@ -114,7 +95,7 @@ def probe_environment(*, target: str | None, spec_path: Path | None, only: Seque
                       python: str | None, timeout: float | None, home: Path | None,
                       progress: Callable[[str], None]) -> ProbeReport:
     """With no target: the current generation (recording the results in it), else local://."""
-    from envmgr.apply import current_spec
+    from envmgr.state import current_spec
     from envmgr.spec import load_spec
     from envmgr.state import Store
 
@@ -131,7 +112,7 @@ def probe_environment(*, target: str | None, spec_path: Path | None, only: Seque
 
 def required_probe_gate(progress: Callable[[str], None]):
     """The apply gate: the spec's required probes must pass in the new generation."""
-    from envmgr.apply import current_spec
+    from envmgr.state import current_spec
 
     def gate(generation: Generation, backend: Backend) -> list[str]:
         spec = current_spec(generation).spec
