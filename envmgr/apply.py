@@ -138,7 +138,7 @@ def rollback_refusal(gen: Generation) -> str | None:
 def _environment_missing(gen: Generation) -> str | None:
     """The built environment is gone (a venv deleted, an image removed): None when present
     or when that cannot be told from here (hosts of an ansible rollout, no Docker daemon)."""
-    kind, location = gen.meta.get("backend_kind"), gen.meta.get("location")
+    kind, location = gen.meta.get("backend_kind"), gen.location
     if not location:
         return None
     if kind == "venv" and not (Path(location) / "bin" / "python").exists():
@@ -169,7 +169,7 @@ def _is_unchanged(previous: Generation, loaded: LoadedSpec, kind: str,
         return False
     if open_backend is None:
         return True
-    with open_backend(meta["backend"]) as built:
+    with open_backend(previous.backend) as built:
         return not generation_drift(previous, built)
 
 

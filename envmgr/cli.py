@@ -63,6 +63,8 @@ COMMANDS: list[tuple[str, Callable[[argparse.Namespace], int], tuple[Opt, ...]]]
 def command(*options: Opt) -> Callable:
     """Register ``cmd_NAME`` as the command NAME; its docstring is the help."""
     def register(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        if not func.__name__.startswith("cmd_"):  # a helper put between a decorator and its command
+            raise TypeError(f"@command decorates {func.__name__}, not a cmd_ function")
         COMMANDS.append((func.__name__.removeprefix("cmd_"), func, options))
         return func
     return register
@@ -308,7 +310,7 @@ def cmd_generations(a: argparse.Namespace) -> int:
     current = store.current()
     rows = [{"number": g.number, "current": current is not None and g.number == current.number,
              "spec": g.meta.get("spec_name"), "digest": g.meta.get("spec_digest", "")[:12],
-             "backend": g.meta.get("backend"), "completed": g.meta.get("completed"), "gate": g.gate}
+             "backend": g.backend, "completed": g.meta.get("completed"), "gate": g.gate}
             for g in store.generations()]
     if a.json:
         _emit(rows)
@@ -370,17 +372,17 @@ def cmd_status(a: argparse.Namespace) -> int:
     current = store.current()
     if current is None:
         raise UsageError(f"no current generation in {store.home}", hint="run `envmgr apply SPEC` first")
-    built = open_backend(current.meta["backend"])
+    built = open_backend(current.backend)
     try:
         drift, missing = generation_state(current, built)
     finally:
         built.close()
     if a.json:
         _emit({"generation": current.number, "spec": current.meta.get("spec_name"),
-               "backend": current.meta.get("backend"), "missing": missing,
+               "backend": current.backend, "missing": missing,
                "drift": None if missing else drift.to_dict(), "drifted": bool(drift) and not missing})
     else:
-        print(f"generation {current.number}: {current.meta.get('spec_name')} via {current.meta.get('backend')}")
+        print(f"generation {current.number}: {current.meta.get('spec_name')} via {current.backend}")
         if missing:
             print(f"environment missing: {missing}; `envmgr apply SPEC` rebuilds it, `envmgr rollback` "
                   "goes back to the previous generation")

@@ -38,6 +38,17 @@ class Generation:
     meta: dict[str, Any]
 
     @property
+    def backend(self) -> str:
+        """The URL of the environment built, with this generation's own folder filled in."""
+        return _resolve(self.meta.get("backend") or "local://", self.path)
+
+    @property
+    def location(self) -> str | None:
+        """Where the environment lives (a venv's folder, an image id), resolved like ``backend``."""
+        value = self.meta.get("location")
+        return _resolve(value, self.path) if isinstance(value, str) else value
+
+    @property
     def lock(self) -> str:
         lock = self.path / "lock.txt"
         return lock.read_text(encoding="utf-8") if lock.is_file() else ""
@@ -58,6 +69,20 @@ class Generation:
 
 
 GATE_FILE = "gate.json"
+# Paths inside a generation's folder are written with this in meta.json, so that a moved
+# ENVMGR_HOME reads its own environments, never the old home's.
+GENERATION_DIR = "@generation"
+RELATIVE_KEYS = ("backend", "location")
+
+
+def _relative(meta: dict[str, Any], path: Path) -> dict[str, Any]:
+    here = str(path.resolve())
+    return {k: (v.replace(here, GENERATION_DIR) if k in RELATIVE_KEYS and isinstance(v, str) else v)
+            for k, v in meta.items()}
+
+
+def _resolve(value: str, path: Path) -> str:
+    return value.replace(GENERATION_DIR, str(path.resolve()))
 
 
 def default_home() -> Path:
@@ -143,7 +168,7 @@ class Store:
 
     def commit(self, path: Path, meta: dict[str, Any]) -> Generation:
         """Mark a generation complete: its meta.json appears atomically."""
-        meta = {**meta, "number": int(path.name), "completed": time.time(), "gate_recorded": True}
+        meta = {**_relative(meta, path), "number": int(path.name), "completed": time.time(), "gate_recorded": True}
         write_atomic(path / "meta.json", json.dumps(meta, indent=2, sort_keys=True))
         return Generation(int(path.name), path, meta)
 

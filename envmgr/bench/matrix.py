@@ -130,8 +130,8 @@ def _generation_env(store, name: str) -> Env:
     versions = {p: locked[p] for p in VERSION_PACKAGES if p in locked}
     versions.update(_cuda_version(spec))
     info = EnvInfo(label=f"gen {gen.number} {spec.metadata.name}", generation=gen.number,
-                   spec=spec.metadata.name, backend=gen.meta["backend"], versions=versions)
-    return Env(info, gen.meta["backend"], spec, gen.path / "bench")
+                   spec=spec.metadata.name, backend=gen.backend, versions=versions)
+    return Env(info, gen.backend, spec, gen.path / "bench")
 
 
 def _target_env(url: str, spec: Spec, home: Path) -> Env:

@@ -24,5 +24,11 @@ def probe_args(spec: Spec | None, arch: str | None = None) -> dict[str, dict[str
 
 
 def probe_env(spec: Spec | None) -> dict[str, str]:
-    """The spec's env for the probe processes: what the server will run with, site policy included."""
-    return {name: str(value) for name, value in spec.env.items()} if spec else {}
+    """The spec's env for the probe processes (site policy such as NVLink multicast off included),
+    less its secrets: no probe needs a token, and a fleet's probe batch is a file on disk."""
+    if spec is None:
+        return {}
+    from envmgr.secrets import secret_names
+
+    secret = secret_names(spec)
+    return {name: str(value) for name, value in spec.env.items() if name not in secret}

@@ -100,7 +100,7 @@ def probe_environment(*, target: str | None, spec_path: Path | None, only: Seque
     from envmgr.state import Store
 
     generation = Store(home).current() if target is None else None
-    url = target or (generation.meta["backend"] if generation else "local://")
+    url = target or (generation.backend if generation else "local://")
     spec = load_spec(spec_path).spec if spec_path else (current_spec(generation).spec if generation else None)
     ids = select(only)
     with open_backend(url) as backend:

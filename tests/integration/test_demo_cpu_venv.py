@@ -24,7 +24,7 @@ def test_demo_cpu_venv_has_nvcc_13(tmp_path: Path):
     assert result.status == "applied"
     assert any("installing the lock with uv" in line for line in lines)  # progress was shown
 
-    with VenvBackend(result.generation.meta["location"]) as venv:
+    with VenvBackend(result.generation.location) as venv:
         nvcc = venv.run(["nvcc", "--version"])
         assert nvcc.returncode == 0
         assert "release 13.0, V13.0.88" in nvcc.stdout

@@ -194,3 +194,11 @@ def test_bench_dry_run_on_a_url_target_shows_the_scenario_commands(capsys, tmp_p
     assert "/opt/envs/cuda13/bin/python -m sglang.launch_server --model-path /models/Kimi-K2.5-INT4" in out
     assert "a2a-flashinfer-needs-dp-attention" in out and "would be skipped" in out
     assert "--dataset-name random-ids" in out
+
+
+def test_every_cmd_function_is_a_registered_command():
+    import envmgr.cli as cli
+
+    defined = sorted(name.removeprefix("cmd_") for name in dir(cli) if name.startswith("cmd_"))
+    assert sorted(name for name, _, _ in cli.COMMANDS) == defined
+    assert "advise" in defined

@@ -455,3 +455,14 @@ def test_comm_shapes_come_from_the_models_config_where_readable(tmp_path):
     unreadable = spec.model_copy(update={"benchmarks": spec.benchmarks.model_copy(update={"model_path": str(tmp_path)})})
     args = comm.comm_args(unreadable)
     assert args["hidden"] == comm.MODEL_SHAPE["hidden"] and args["shape_from"].startswith("default")
+
+
+def test_probe_processes_never_get_the_specs_secrets():
+    from envmgr.probes.args import probe_env
+    from envmgr.spec import Spec
+
+    spec = Spec.model_validate({"apiVersion": "envmgr/v1", "metadata": {"name": "s"},
+                                "hardware": {"gpu": {"arch": "sm_90"}},
+                                "env": {"HF_TOKEN": "hf_x", "MY_PASS": "p", "NCCL_NVLS_ENABLE": "0"},
+                                "secrets": {"MY_PASS": True}})
+    assert probe_env(spec) == {"NCCL_NVLS_ENABLE": "0"}

@@ -47,3 +47,28 @@ def test_status_tells_a_missing_environment_from_drift(tmp_path, capsys):
     assert main(["status", "--home", str(tmp_path / "home"), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["missing"] and doc["drift"] is None and doc["drifted"] is False
+
+
+def test_a_moved_home_reads_its_own_environments(tmp_path):
+    """meta.json names the generation's own folder relatively: after `mv` of ENVMGR_HOME the
+    generation's venv is the one in the new place, never the old home's."""
+    import shutil
+
+    store = Store(tmp_path / "old")
+    with store.locked():
+        path = store.begin()
+        venv = path / "venv"
+        gen = store.commit(path, {"spec_name": "demo", "backend": f"venv://{venv}", "backend_kind": "venv",
+                                  "location": str(venv)})
+        store.switch(gen.number)
+    stored = json.loads((path / "meta.json").read_text())
+    assert str(tmp_path / "old") not in json.dumps(stored)  # no absolute path into the home
+    shutil.move(str(tmp_path / "old"), str(tmp_path / "new"))
+    moved = Store(tmp_path / "new").current()
+    assert moved.backend == f"venv://{(tmp_path / 'new').resolve()}/generations/{gen.number}/venv"
+    assert moved.location == str((tmp_path / "new").resolve() / "generations" / str(gen.number) / "venv")
+    # a backend outside the home stays as it was
+    elsewhere = Store(tmp_path / "h2")
+    with elsewhere.locked():
+        other = elsewhere.commit(elsewhere.begin(), {"backend": "venv:///opt/shared-venv", "location": "/opt/shared-venv"})
+    assert other.backend == "venv:///opt/shared-venv" and json.loads((other.path / "meta.json").read_text())["backend"] == "venv:///opt/shared-venv"
