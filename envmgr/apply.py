@@ -20,7 +20,7 @@ from envmgr import __version__, failpoints
 from envmgr.backends.urls import split_url
 from envmgr.drift import Drift, compare
 from envmgr.errors import UsageError
-from envmgr.plan import Action, State, plan, state_from_spec
+from envmgr.plan import Action, State, plan, split_for_builder, state_from_facts, state_from_spec
 from envmgr.secrets import Redactor
 from envmgr.spec.load import LoadedSpec
 from envmgr.state import Generation, Store, current_spec
@@ -81,7 +81,8 @@ def apply(
             return ApplyResult("unchanged", previous=previous, generation=previous)
         baseline = state_from_spec(current_spec(previous).spec, f"generation {previous.number}") \
             if previous else State(label="nothing (first generation)")
-        actions = plan(baseline, loaded.spec)
+        actions, needed = split_for_builder(plan(baseline, loaded.spec), kind)
+        _check_host_prerequisites(needed, loaded, backend, kind, progress)
         if not confirm(actions):
             return ApplyResult("declined", actions, previous=previous)
         path = store.begin()
@@ -122,6 +123,30 @@ def apply(
             failpoints.reach("switched")
             tee(f"current -> generation {generation.number}")
     return ApplyResult("applied", actions, generation, previous)
+
+
+def _check_host_prerequisites(needed: Sequence[Action], loaded: LoadedSpec, backend: Backend, kind: str,
+                              progress: Progress) -> None:
+    """A venv on this host needs the host's driver and system toolkits as the spec says: checked
+    here, never installed (only ansible:// changes a host); an image needs them where it runs."""
+    if not needed:
+        return
+    if kind != "venv":
+        progress("needed on the host that runs it (not built here): " + "; ".join(a.summary() for a in needed))
+        return
+    from envmgr.backends.local import LocalBackend
+    from envmgr.facts import collect_facts
+
+    with LocalBackend() as local:  # the venv is made on this host: its driver and toolkits decide
+        host = state_from_facts(collect_facts(local), "local://")
+    unmet = [a for a in plan(host, loaded.spec) if a.scope == "host"]
+    if unmet:
+        raise UsageError(
+            f"{backend.url} builds a Python environment, not the host: "
+            + "; ".join(f"{a.kind} {a.summary()}" for a in unmet) + " is the host's own",
+            hint="provision the host first (envmgr apply SPEC --backend ansible://GROUP), or drop "
+                 "driver / the system toolkit from the spec for a venv on a host that has none")
+    progress("host prerequisites met: " + "; ".join(a.summary() for a in needed))
 
 
 def rollback_refusal(gen: Generation) -> str | None:

@@ -151,16 +151,21 @@ def cmd_plan(a: argparse.Namespace) -> int:
             with LocalBackend() as local:
                 observed = collect_facts(local)
         current = state_from_facts(observed, "local://" if a.facts is None else str(a.facts))
-    actions = make_plan(current, loaded.spec)
+    from envmgr.backends import default_url, split_url
+    from envmgr.plan import split_for_builder
+
+    builder = split_url(default_url(loaded.spec))[0]  # the spec's realize.backend builds it
+    actions, needed = split_for_builder(make_plan(current, loaded.spec), builder)
     findings = check(loaded, observed)
     if a.json:
         _emit({"spec": str(a.spec), "name": loaded.spec.metadata.name, "from": current.label,
-               "changes": len(actions), "actions": [x.to_dict() for x in actions],
+               "builder": builder, "changes": len(actions), "actions": [x.to_dict() for x in actions],
+               "host_prerequisites": [x.to_dict() for x in needed],
                "findings": [f.to_dict() for f in findings]})
     else:
         from envmgr.report.console import render_plan
 
-        render_plan(loaded, current.label, actions, findings)
+        render_plan(loaded, current.label, actions, findings, needed, builder)
     return 2 if actions else 0
 
 

@@ -54,6 +54,9 @@ class Action:
     after: str | None
     reason: str
     reboot: bool = False
+    # "host": the host's own (a driver, a system toolkit): only a fleet rollout changes it; a venv
+    # or an image has it as a prerequisite, checked rather than done
+    scope: str = "environment"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,7 +154,7 @@ def _driver(current: State, spec: Spec) -> list[Action]:
     why = f"CUDA {cuda} needs driver >= {minimum}; " if minimum else ""
     return [Action(f"driver.{kind}", "nvidia-driver", current.driver, want,
                    f"{why}the kernel module changes: reboot (or reload the module) before use",
-                   reboot=True)]
+                   reboot=True, scope="host")]
 
 
 def _toolkits(current: State, spec: Spec) -> list[Action]:
@@ -165,13 +168,15 @@ def _toolkits(current: State, spec: Spec) -> list[Action]:
             where = ("from nvidia-* wheels inside the environment" if tk.source == "pip" else
                      f"under {tk.prefix or '/usr/local/cuda-' + release(tk.version)} from {tk.source}")
             actions.append(Action("toolkit.add", f"cuda-{tk.version}", None, tk.version,
-                                  f"side by side {where} (present now: {kept})"))
+                                  f"side by side {where} (present now: {kept})",
+                                  scope="environment" if tk.source == "pip" else "host"))
     selected = spec.cuda.selected
     before = current.selected_toolkit
     if before is None or release(before) != release(selected.version):
         link = "CUDA_HOME" if selected.source == "pip" else "/usr/local/cuda"
         actions.append(Action("toolkit.select", link, before, selected.version,
-                              "CUDA_HOME, nvcc on PATH and FlashInfer's JIT follow it"))
+                              "CUDA_HOME, nvcc on PATH and FlashInfer's JIT follow it",
+                              scope="environment" if selected.source == "pip" else "host"))
     return actions
 
 
@@ -252,3 +257,14 @@ def _env(current: State, spec: Spec) -> list[Action]:
         for name in sorted(set(current.env) - set(want)):
             actions.append(Action("env.unset", name, shown(name, current.env[name]), None, "no longer in the spec"))
     return actions
+
+
+# Builders that change a host itself; the others (a venv, an image) build only an environment.
+HOST_BUILDERS = frozenset({"ansible"})
+
+
+def split_for_builder(actions: list[Action], builder: str) -> tuple[list[Action], list[Action]]:
+    """(steps the builder executes, host prerequisites it needs but never does itself)."""
+    if builder in HOST_BUILDERS:
+        return list(actions), []
+    return [a for a in actions if a.scope != "host"], [a for a in actions if a.scope == "host"]

@@ -60,10 +60,16 @@ def _change(before: str | None, after: str | None) -> str:
 
 
 def render_plan(loaded: LoadedSpec, label: str, actions: list[Action],
-                findings: list[Finding], out: Printer | None = None) -> None:
+                findings: list[Finding], needed: list[Action] | None = None, builder: str = "",
+                out: Printer | None = None) -> None:
     out = out or stdout_printer()
     out.line(("plan", "bold"), f": {label} -> {loaded.spec.metadata.name} ({loaded.path})")
     render_actions(actions, out)
+    if needed:
+        out.line()
+        out.line(("host prerequisites", "bold"), f" ({builder}:// builds no host: apply checks them, never installs them):")
+        for a in needed:
+            out.indented(f"{a.kind}  {a.summary()}", 2, "yellow")
     blocking = [f for f in findings if f.severity != "info"]
     if blocking:
         out.line()

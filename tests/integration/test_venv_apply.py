@@ -218,7 +218,7 @@ def test_a_signal_mid_install_stops_the_apply_like_ctrl_c(tmp_path: Path, home: 
     assert store.current().number == 2 and sorted(p.name for p in store.generations_dir.iterdir()) == ["1", "2"]
 
 
-def test_a_relative_home_is_recorded_absolute(tmp_path: Path):
+def test_a_relative_home_resolves_wherever_it_is_read_from(tmp_path: Path):
     spec = write_spec(tmp_path / "small.yaml")
     done = subprocess.run([sys.executable, "-m", "envmgr", "apply", str(spec), "--yes", "--home", "state"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
@@ -226,7 +226,8 @@ def test_a_relative_home_is_recorded_absolute(tmp_path: Path):
     elsewhere = envmgr(tmp_path / "state", "status")  # from the test's own directory
     assert elsewhere.returncode == 0, elsewhere.stdout + elsewhere.stderr
     meta = json.loads((tmp_path / "state" / "generations" / "1" / "meta.json").read_text())
-    assert meta["location"].startswith(str(tmp_path))
+    assert meta["location"] == "@generation/venv"  # relative: the home can move
+    assert Store(tmp_path / "state").current().location.startswith(str(tmp_path.resolve()))
 
 
 def test_a_home_that_is_a_file_is_a_clean_error(tmp_path: Path):
@@ -261,3 +262,17 @@ def test_kill_9_at_every_point_keeps_current_usable(tmp_path: Path, home: Path, 
     assert installed(store.current().path, "six") == "1.17.0"
     leftovers = [p.name for p in store.generations_dir.iterdir() if not (p / "meta.json").exists()]
     assert leftovers == []  # the interrupted generation was swept
+
+
+def test_a_venv_never_plans_the_hosts_driver_it_checks_it(tmp_path: Path, home: Path):
+    """A driver the host lacks is a prerequisite a venv cannot meet: refused before any generation."""
+    spec = write_spec(tmp_path / "s.yaml", extra_env="")
+    spec.write_text(spec.read_text() + 'driver: {version: "==999.1.2"}\nrealize: {backend: venv}\n')
+    result = envmgr(home, "apply", str(spec), "--yes")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "builds a Python environment, not the host" in result.stderr
+    assert "ansible://" in result.stderr  # what to use instead
+    assert not (home / "generations").exists() or not any((home / "generations").iterdir())
+    planned = json.loads(envmgr(home, "plan", str(spec), "--json").stdout)
+    assert [a["kind"] for a in planned["host_prerequisites"]] == ["driver.install"]
+    assert all(a["scope"] == "environment" for a in planned["actions"])

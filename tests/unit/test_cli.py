@@ -57,9 +57,16 @@ def test_validate_working_stack_exits_zero(capsys):
 def test_plan_between_specs_exits_2_with_changes(capsys):
     rc, out, _ = run(capsys, "plan", str(SPECS / "cuda13.yaml"), "--from", str(SPECS / "cuda128.yaml"))
     assert rc == 2
-    assert "driver.upgrade (reboot)" in out
-    assert "570.124.06 -> 580.95.05" in out
-    assert "toolkit.add" in out and "side by side" in out
+    # the spec builds a venv: the driver and the apt toolkit are the host's, listed as prerequisites
+    steps, _, prerequisites = out.partition("host prerequisites")
+    assert "package.upgrade" in steps and "driver." not in steps and "toolkit.add" not in steps
+    assert "venv:// builds no host" in prerequisites
+    assert "driver.upgrade nvidia-driver: ==570.124.06 -> ==580.95.05" in " ".join(prerequisites.split())
+    assert "toolkit.add" in prerequisites
+    # built by a fleet rollout, the same upgrade changes the host itself
+    rc, out, _ = run(capsys, "plan", str(SPECS / "cuda13.yaml"), "--from", str(SPECS / "cuda128.yaml"), "--json")
+    doc = json.loads(out)
+    assert doc["builder"] == "venv" and {a["kind"] for a in doc["host_prerequisites"]} >= {"driver.upgrade", "toolkit.add"}
 
 
 def test_plan_without_changes_exits_0(capsys):
