@@ -488,19 +488,29 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
-@command(SPEC,
-         opt("--hosts", action="append", required=True, metavar="URL",
+@command(opt("spec", type=Path, nargs="?", metavar="SPEC",
+             help="Spec file (default: the current generation's, when --hosts is not given)"),
+         opt("--hosts", action="append", metavar="URL",
              help="testinfra host URLs (local://, docker://CONTAINER, ssh://user@host, "
-                  "ansible://GROUP?ansible_inventory=FILE); repeat or comma-separate"),
+                  "ansible://GROUP?ansible_inventory=FILE); repeat or comma-separate "
+                  "(default: the current generation's venv, with its env)"),
          opt("--lock", type=Path, metavar="FILE", help="Lock file: packages must equal their locked versions"),
          opt("--python", default="python3", metavar="PY",
              help="Interpreter of the environment, e.g. /opt/envmgr/venv/bin/python (default: python3)"),
-         JSON)
+         HOME, JSON)
 def cmd_verify(a: argparse.Namespace) -> int:
-    """Check hosts against SPEC with testinfra: exit 0 all pass, 1 a check failed or an error."""
-    from envmgr.verify.run import verify_command
+    """Check hosts against SPEC with testinfra (default: the current generation): exit 0 all pass, 1 a check failed or an error."""
+    from envmgr.verify.run import verify_command, verify_generation
 
-    return verify_command(a.spec, a.hosts, a.lock, a.python, a.json)
+    if a.hosts:
+        if a.spec is None:
+            raise UsageError("give the SPEC to verify the hosts against", hint="envmgr verify SPEC --hosts URL")
+        return verify_command(a.spec, a.hosts, a.lock, a.python, a.json)
+    generation = _current_generation(a.home)
+    if generation is None:
+        raise UsageError("no current generation to verify, and no --hosts given",
+                         hint="envmgr verify SPEC --hosts URL, or `envmgr apply SPEC` first")
+    return verify_generation(generation, a.spec, a.json)
 
 
 @command()

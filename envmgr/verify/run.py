@@ -101,6 +101,30 @@ def verify_command(spec_path: Path | str, hosts: list[str], lock_path: Path | st
     return 0 if all(r.ok for r in results) else 1
 
 
+def verify_generation(generation, spec_path: Path | str | None, as_json: bool) -> int:
+    """The current generation's environment against its own spec (or SPEC) and lock: on this
+    host, with the generation's interpreter and the env its commands get (the spec's env,
+    CUDA_HOME, PATH). Venv generations only: an image or a fleet is verified with --hosts."""
+    import os
+
+    from envmgr.backends.venv import VenvBackend
+
+    kind = generation.meta.get("backend_kind")
+    if kind != "venv" or not generation.location:
+        raise UsageError(f"generation {generation.number} is a {kind} environment: verify it with --hosts",
+                         hint="envmgr verify SPEC --hosts docker://CONTAINER (a container of the image) "
+                              "or ansible://GROUP?ansible_inventory=FILE")
+    venv = VenvBackend(generation.location)
+    saved = dict(os.environ)
+    os.environ.update(venv.environment())  # testinfra's local:// runs its commands with this env
+    try:
+        return verify_command(spec_path or generation.path / "spec.yaml", ["local://"],
+                              generation.path / "lock.txt", venv.python, as_json)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def split_hosts(hosts: list[str]) -> list[str]:
     """``--hosts a,b --hosts c`` -> [a, b, c], like testinfra's comma-separated ``--hosts``."""
     urls = [url.strip() for value in hosts for url in value.split(",") if url.strip()]

@@ -97,6 +97,12 @@ def test_apply_unchanged_change_drift_rollback(tmp_path: Path, home: Path):
 
     status = envmgr(home, "status")
     assert status.returncode == 0 and "no drift" in status.stdout
+    # verify defaults to the current generation: its interpreter, its lock, the env it runs with
+    verified = envmgr(home, "verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    checks = {r["check"]: r for r in json.loads(verified.stdout)["results"]}
+    assert checks["env:GREETING"]["ok"] and checks["package:six"]["ok"]
+    assert venv_python(gen2.path) in checks["python:version"]["found"] or checks["python:version"]["ok"]
     # the current generation is what a plan starts from: the spec it was built from has nothing to do
     planned = envmgr(home, "plan", str(spec), "--json")
     assert planned.returncode == 0, planned.stdout
