@@ -707,7 +707,7 @@ class AnsibleBackend(Closing):
         args = checked_argv(argv)
         inventory, group = self._resolve(None)
         hosts = self.hosts()
-        extravars = {"envmgr_group": group, "envmgr_argv": args,
+        extravars = {"envmgr_group": group, "envmgr_argv": args, "envmgr_root": REMOTE_ROOT,
                      "envmgr_env": {**RUN_ENV, **self._env, **dict(env or {})},
                      "envmgr_timeout": max(1, int(timeout))}
         started = time.monotonic()
@@ -910,6 +910,9 @@ def _stdout_tail(runner: Any) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-8:])
 
 
+COMMAND_TASK = "envmgr | command"  # command.yml's task whose result is the command's
+
+
 def command_results(events: Iterable[Mapping[str, Any]], hosts: Sequence[str], argv: Sequence[str],
                     elapsed: float, runner_status: str = "successful") -> dict[str, CommandResult]:
     """``{host: CommandResult}`` from the events of ``command.yml``, in inventory order."""
@@ -919,6 +922,8 @@ def command_results(events: Iterable[Mapping[str, Any]], hosts: Sequence[str], a
         data = event.get("event_data") or {}
         if kind not in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
             continue
+        if kind != "runner_on_unreachable" and data.get("task", COMMAND_TASK) != COMMAND_TASK:
+            continue  # the tasks that read the current env's recorded variables
         host = str(data.get("host"))
         res = data.get("res") or {}
         if kind == "runner_on_unreachable":

@@ -205,6 +205,15 @@ def test_second_run_changes_nothing(fleet, tmp_path):
         assert set(results) == set(PROBE_IDS) and results["toolchain_arch"]["status"] == "pass"
 
 
+def test_a_reopened_backend_runs_commands_with_the_specs_env(fleet):
+    """A backend opened after the rollout (as `envmgr probe` or `bench` opens one) realized
+    nothing itself: its commands get the env the role recorded on each host, as data."""
+    results = backend_for(fleet).run_all(["printenv", "FLEET_VALUE", "HF_TOKEN"])
+    assert list(results) == fleet["names"]
+    assert all(r.stdout.splitlines() == [INJECTED, TOKEN] for r in results.values()), results
+    assert not CANARY.exists()  # the recorded value reached the command untemplated
+
+
 def test_check_mode_reports_nothing_after(fleet):
     loaded = load_spec(spec_file(fleet["dir"]))
     report = backend_for(fleet).check(loaded, lambda line: None)
