@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 
 from envmgr.compat.kb import default_knowledge_base
 from envmgr.secrets import REDACTED, secret_names
-from envmgr.spec.models import Spec, canonical_name
+from envmgr.spec.models import Spec
 from envmgr.versions import exact_pin, local_cuda_tag, lowest_version, release
 
 if TYPE_CHECKING:  # facts pull in their collectors; validate needs only the type
@@ -95,7 +95,7 @@ def state_from_spec(spec: Spec, label: str | None = None) -> State:
         selected_toolkit=spec.cuda.selected.version if spec.cuda else None,
         python=spec.python.version,
         torch_cuda=spec.python.torch_cuda,
-        packages={canonical_name(n): s for n, s in spec.python.packages.items()},
+        packages=spec.python.canonical_packages,
         env={k: str(v) for k, v in spec.env.items()},
         managed=True,
     )
@@ -194,7 +194,7 @@ def _python(current: State, spec: Spec) -> list[Action]:
 
 
 def _packages(current: State, spec: Spec) -> list[Action]:
-    want = {canonical_name(n): s for n, s in spec.python.packages.items()}
+    want = spec.python.canonical_packages
     reasons = _pin_reasons(spec)
     actions = []
     for name, specifier in want.items():

@@ -325,7 +325,7 @@ def nearest_first(spec: Spec, kb: KnowledgeBase) -> list[Candidate]:
     """Every release with known pins, ordered by distance from the spec's own."""
     pins = kb.tables["sglang_pins"]
     releases = sorted(pins, key=Version)
-    current = exact_pin(_packages(spec).get("sglang"))
+    current = exact_pin(spec.python.canonical_packages.get("sglang"))
     if current in releases:
         at = releases.index(current)
         order = sorted(range(len(releases)), key=lambda i: (abs(i - at), i < at))
@@ -338,7 +338,7 @@ def nearest_first(spec: Spec, kb: KnowledgeBase) -> list[Candidate]:
 def _candidate(spec: Spec, release: str, pins: dict[str, str], kb: KnowledgeBase) -> Candidate:
     packages: dict[str, str] = {"sglang": f"=={release}", "torch": f"=={pins['torch']}",
                                 "flashinfer-python": f"=={pins['flashinfer']}"}
-    current = _packages(spec)
+    current = spec.python.canonical_packages
     if "flashinfer-cubin" in current:
         packages["flashinfer-cubin"] = f"=={pins['flashinfer']}"
     for kernel in KERNEL_PACKAGES:
@@ -440,7 +440,3 @@ def best(advice: list[Advice]) -> Choice | None:
         options.append((len(items), -index - 1, Choice(items[0].fixed_by, items[0].edits,
                                                        tuple(a.blocker for a in items))))
     return max(options, key=lambda o: (o[0], o[1]))[2] if options else None
-
-
-def _packages(spec: Spec) -> dict[str, str]:
-    return {canonical_name(n): v for n, v in spec.python.packages.items()}

@@ -62,7 +62,7 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
     if ctx["sglang"]:
         ctx.update(_sglang_gates(tables["sglang_releases"], ctx["sglang"], ctx["arch_major"]))
     ctx["jit_nvcc_major"] = major(ctx["jit_nvcc"])
-    ctx.update(_nccl(spec, ctx, tables))
+    ctx.update(_nccl(ctx, tables))
     ctx["torch_driver_min"] = tables["cuda_driver_min"].get(ctx["torch_cuda_major"] or "")
     ctx.update({f"env:{k}": str(v) for k, v in spec.env.items()})
     if facts is not None:
@@ -78,13 +78,12 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
 NCCL_PACKAGES = ("nvidia-nccl-cu13", "nvidia-nccl-cu12")
 
 
-def _nccl(spec: Spec, ctx: Context, tables: dict[str, dict]) -> Context:
+def _nccl(ctx: Context, tables: dict[str, dict]) -> Context:
     """The NCCL torch's build pins (torch_nccl table) and an NCCL wheel the spec pins itself."""
     builds = tables.get("torch_nccl", {}).get(ctx.get("torch_minor") or "", {})
     out: Context = {"torch_nccl": builds.get(ctx.get("torch_cuda") or "")}
-    packages = {canonical_name(n): v for n, v in spec.python.packages.items()}
     for name in NCCL_PACKAGES:
-        pin = exact_pin(packages.get(name))
+        pin = exact_pin(ctx.get(f"pkg:{name}"))  # _packages' canonical names
         if pin:
             out.update(nccl_pin=pin, nccl_package=name)
             break
@@ -218,7 +217,7 @@ def _cuda(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> Context:
 
 
 def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
-    pkgs = {canonical_name(name): spec_ for name, spec_ in spec.python.packages.items()}
+    pkgs = spec.python.canonical_packages
     ctx: Context = {f"pkg:{name}": spec_ for name, spec_ in pkgs.items()}
     pin = {name: exact_pin(pkgs.get(name)) for name in STACK_PACKAGES}
     ctx["unpinned_stack_packages"] = ", ".join(

@@ -190,6 +190,11 @@ class Python(Model):
     )
 
     @property
+    def canonical_packages(self) -> dict[str, str]:
+        """The packages by their PEP 503 names (``Zope.Interface`` -> ``zope-interface``)."""
+        return {canonical_name(name): spec for name, spec in self.packages.items()}
+
+    @property
     def torch_index_url(self) -> str | None:
         if self.index_url:
             return self.index_url
