@@ -48,22 +48,17 @@ def model_shape(spec: Spec | None) -> tuple[dict[str, Any], str]:
     """The shapes the communication depends on, from the spec's model config.json where it is
     readable here (hidden_size, num_hidden_layers, first_k_dense_replace, num_experts_per_tok),
     else MODEL_SHAPE; and where they came from."""
-    import json
-    from pathlib import Path
+    from envmgr.model_config import int_field, model_config
 
     path = spec.benchmarks.model_path if spec and spec.benchmarks else None
-    try:
-        config = json.loads((Path(path) / "config.json").read_bytes()[: 1 << 20]) if path else None
-    except (OSError, ValueError):
-        config = None
-    part = (config.get("text_config") or config) if isinstance(config, dict) else None
-    needed = ("hidden_size", "num_hidden_layers", "num_experts_per_tok")
-    if not isinstance(part, dict) or not all(isinstance(part.get(k), int) for k in needed):
+    config = model_config(path) if path else None
+    hidden, layers, top_k = (int_field(config, key) for key in ("hidden_size", "num_hidden_layers",
+                                                                "num_experts_per_tok"))
+    if not (hidden and layers and top_k):
         return dict(MODEL_SHAPE), "default (Kimi-K2.5 shape)" + (f": no readable MoE config.json in {path}" if path else "")
-    layers = part["num_hidden_layers"]
-    dense = part.get("first_k_dense_replace") if isinstance(part.get("first_k_dense_replace"), int) else 0
-    return ({"hidden": part["hidden_size"], "attention_layers": layers, "moe_layers": layers - dense,
-             "top_k": part["num_experts_per_tok"], "dtype": MODEL_SHAPE["dtype"]}, f"{path}/config.json")
+    dense = int_field(config, "first_k_dense_replace") or 0
+    return ({"hidden": hidden, "attention_layers": layers, "moe_layers": layers - dense, "top_k": top_k,
+             "dtype": MODEL_SHAPE["dtype"]}, f"{path}/config.json")
 
 
 def comm_args(spec: Spec | None = None, **overrides: Any) -> dict[str, Any]:

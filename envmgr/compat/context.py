@@ -7,12 +7,12 @@ rules never treat unknown as bad. Every name produced here is listed in
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
+from envmgr.model_config import int_field, model_config
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin, local_cuda_tag, lowest_version, major
 
@@ -94,25 +94,10 @@ def _nccl(ctx: Context, tables: dict[str, dict]) -> Context:
 EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
 
 
-@functools.lru_cache(maxsize=32)  # `advise` evaluates one spec against every known release
 def model_num_experts(model_path: str) -> int | None:
     """The expert count of the model's config.json where it is readable here (validate runs on
     the host that will serve it, or not: unknown is never bad)."""
-    import json
-    from pathlib import Path
-
-    try:
-        with open(Path(model_path) / "config.json", "rb") as handle:
-            config = json.loads(handle.read(1 << 20))
-    except (OSError, ValueError):
-        return None
-    configs = [config, config.get("text_config")] if isinstance(config, dict) else []
-    for part in configs:
-        if isinstance(part, dict):
-            for key in EXPERT_KEYS:
-                if isinstance(part.get(key), int) and part[key] > 0:
-                    return part[key]
-    return None
+    return int_field(model_config(model_path), *EXPERT_KEYS)
 
 
 def config_context(stack: Context, spec: Spec, config: str, feature_modules: dict[str, dict] | None = None,
