@@ -29,7 +29,7 @@ from envmgr.backends import open_backend, split_url
 from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
-from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, write_result
+from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, root_cause, write_result
 from envmgr.bench.triage import load_signatures, triage_file
 from envmgr.errors import BackendError, UsageError
 from envmgr.lock import locked_versions
@@ -351,14 +351,14 @@ def _run_load(backend, cell: Cell, progress: Progress) -> tuple[LoadResult | Non
 
 def _outcome(launch: Launch, load: LoadResult | None, load_error: str | None,
              findings: tuple[dict[str, Any], ...]) -> tuple[str, str]:
-    fatal = [f for f in findings if f.get("severity", "error") == "error"]
+    root = root_cause(findings)
     if launch.status != "ready":
-        if fatal:
-            return launch.status, f"{fatal[0]['id']}: {fatal[0]['fix']}"
+        if root:
+            return launch.status, f"{root['id']}: {root['fix']}"
         evidence = "" if "last line:" in launch.reason else f"; last log line: {launch.last_line}"
         return launch.status, f"{launch.reason}{evidence} (see server.log)"
     if load is None:
-        cause = f"{fatal[0]['id']}: {fatal[0]['fix']}" if fatal else (load_error or "no result")
+        cause = f"{root['id']}: {root['fix']}" if root else (load_error or "no result")
         return "load_failed", cause
     return "ok", (f"{load.output_throughput:.1f} tok/s output, TTFT median {load.median_ttft_ms:.0f} ms, "
                   f"TPOT median {load.median_tpot_ms:.1f} ms")

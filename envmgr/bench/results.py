@@ -17,6 +17,7 @@ Outcomes:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -80,6 +81,12 @@ class ServedBy:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> ServedBy | None:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data}) if data else None
+
+
+def root_cause(findings: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first failure among recorded triage findings (root cause first; a record from before
+    severities is a failure), never a feature-off warning; None when there is none."""
+    return next((f for f in findings if f.get("severity", "error") == "error"), None)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from jinja2 import Environment, StrictUndefined
 from rich.table import Table
 from rich.text import Text
 
-from envmgr.bench.results import CellResult, EnvInfo, LoadResult
+from envmgr.bench.results import CellResult, EnvInfo, LoadResult, root_cause
 from envmgr.report.tables import rich_console
 
 if TYPE_CHECKING:
@@ -177,8 +177,7 @@ def _failure(result: CellResult) -> Failure:
     if not result.findings:  # a hang or a timeout often has no signature: the summary says what
         return Failure(outcome=result.outcome, finding=None, short_fix="",
                        message=result.summary or result.outcome, fix="", line=None, log_text="")
-    fatal = [f for f in result.findings if f.get("severity", "error") == "error"]
-    root = (fatal or list(result.findings))[0]  # triage orders the root cause first
+    root = root_cause(result.findings) or result.findings[0]
     fix = str(root.get("fix", ""))
     return Failure(outcome=result.outcome, finding=str(root.get("id", "")) or None,
                    short_fix=short_fix(fix), message=str(root.get("message", result.summary)),
