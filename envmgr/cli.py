@@ -140,9 +140,10 @@ def cmd_plan(a: argparse.Namespace) -> int:
         # apply builds beside the current generation, from its spec: so does the plan
         from envmgr.state import current_spec
 
-        current = state_from_spec(current_spec(generation).spec, f"generation {generation.number} (current)")
-        if generation.meta.get("spec_digest") == loaded.digest:
-            current = state_from_spec(loaded.spec, f"generation {generation.number} (current, this spec)")
+        # built from this very spec: nothing to plan (its recorded copy has the secrets redacted)
+        same = generation.meta.get("spec_digest") == loaded.digest
+        current = state_from_spec(loaded.spec if same else current_spec(generation).spec,
+                                  f"generation {generation.number} (current{', this spec' if same else ''})")
     else:
         if observed is None:
             from envmgr.backends.local import LocalBackend

@@ -577,8 +577,8 @@ class Triage:
         self._line_no = 0
         self.window = max([RANK_WINDOW] + [s.near.before for s in self._set.signatures if s.near])
         self._history: deque[str] = deque(maxlen=self.window)  # raw lines fed, for look-backs
-        # matches waiting for their `near` line after them: (signature, line, rank, values, line no, last line no)
-        self._awaiting: list[tuple[Signature, CleanLine, str | None, dict[str, Value], int, int]] = []
+        # matches waiting for their `near` line after them: (signature, line, values, line no, last line no)
+        self._awaiting: list[tuple[Signature, CleanLine, dict[str, Value], int, int]] = []
 
     # -- feeding ------------------------------------------------------------------------------
     def feed(self, raw_line: str) -> list[Finding]:
@@ -680,22 +680,22 @@ class Triage:
                                                         for raw in islice(recent(), rule.before))):
                     return values
                 if rule.after:  # the line that says where may come later (a chained exception)
-                    self._awaiting.append((signature, line, None, values, self._line_no,
-                                           self._line_no + rule.after))
+                    self._awaiting.append((signature, line, values, self._line_no, self._line_no + rule.after))
                 return None
         return None
 
     def _confirm_awaiting(self, line: CleanLine) -> None:
         """Matches whose ``near`` line is this one become hits; those past their window go."""
         keep = []
-        for signature, first, rank, values, line_no, last in self._awaiting:
+        for waiting in self._awaiting:
+            signature, first, values, line_no, last = waiting
             if self._line_no > last:
                 continue
             assert signature.near is not None
             if signature.near.regex.search(line.text):
-                self._record(signature, first, rank or first.rank, values, at=line_no)
+                self._record(signature, first, first.rank, values, at=line_no)
             else:
-                keep.append((signature, first, rank, values, line_no, last))
+                keep.append(waiting)
         self._awaiting = keep
 
     def _record(self, signature: Signature, line: CleanLine, rank: str | None,

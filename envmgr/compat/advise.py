@@ -16,7 +16,7 @@ unchanged, worse, or started but with the feature it asks for still off (a rule 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from packaging.version import Version
@@ -116,7 +116,7 @@ def advise(spec: Spec, kb: KnowledgeBase | None = None) -> list[Advice]:
     for name, item in advice.items():
         if name == STACK:
             continue
-        edited, edits, findings = flag_edits(spec, kb, only=name)
+        _, edits, findings = flag_edits(spec, kb, only=name)
         if edits and name not in blockers(findings) and not _feature_off_by_config(findings, kb).get(name):
             item.fixed_here, item.here_edits = True, edits  # the smallest change: flags on this stack
     for candidate in candidates:
@@ -127,7 +127,7 @@ def advise(spec: Spec, kb: KnowledgeBase | None = None) -> list[Advice]:
                 continue
             if name in after or (item.fixed_here and edits.get(name)):
                 continue  # blocked there, or cleared by the same flags the spec's stack needs
-            off = [f for f in after.get("feature_off", {}).get(name, [])]
+            off = after.get("feature_off", {}).get(name, [])
             if off:
                 if item.starts_with is None:
                     item.starts_with, item.feature_off = variant, off[0]
@@ -262,11 +262,9 @@ def _without_new_stack_errors(spec: Spec, candidate: Candidate, blocked: dict[st
 def stack_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> list[Candidate]:
     """The candidate as is, then with newer toolkits, then with each newer stable torch CUDA
     build of its torch (PyPI's kernel wheels may be built for a newer CUDA than the spec's torch)."""
-    from dataclasses import replace as _replace
-
     out = [candidate, *toolkit_variants(spec, candidate, kb)]
     for tag in newer_torch_builds(candidate, kb):
-        moved = _replace(candidate, torch_cuda=tag)
+        moved = replace(candidate, torch_cuda=tag)
         out += [moved, *toolkit_variants(spec, moved, kb)]
     return out
 
@@ -285,8 +283,6 @@ def newer_torch_builds(candidate: Candidate, kb: KnowledgeBase) -> list[str]:
 def toolkit_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> list[Candidate]:
     """The known toolkits newer than the spec's selected one, each with the driver it needs
     (its installer's bundled driver) where the spec's is older than CUDA's minimum for it."""
-    from dataclasses import replace as _replace
-
     current = spec.cuda.selected.version if spec.cuda else None
     driver = exact_pin(spec.driver.version) if spec.driver else None
     variants = []
@@ -297,7 +293,7 @@ def toolkit_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> lis
         new_driver = None
         if needed and (driver is None or Version(driver) < Version(needed)):
             new_driver = kb.tables["cuda_bundled_driver"][release]
-        variants.append(_replace(candidate, toolkit=release, driver=new_driver))
+        variants.append(replace(candidate, toolkit=release, driver=new_driver))
     return variants
 
 
