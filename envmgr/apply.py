@@ -45,12 +45,6 @@ class ApplyResult:
                 "previous": self.previous.number if self.previous else None}
 
 
-def generation_drift(gen: Generation, backend: Backend) -> Drift:
-    """What is installed vs the lock; a missing environment is all of the lock missing."""
-    drift, _ = generation_state(gen, backend)
-    return drift
-
-
 def generation_state(gen: Generation, backend: Backend) -> tuple[Drift, str | None]:
     """(drift, why the environment is missing): an environment whose interpreter cannot be run
     (a deleted venv, a removed image) is missing, not drifted."""
@@ -195,7 +189,8 @@ def _is_unchanged(previous: Generation, loaded: LoadedSpec, kind: str,
     if open_backend is None:
         return True
     with open_backend(previous.backend) as built:
-        return not generation_drift(previous, built)
+        drift, _ = generation_state(previous, built)  # a missing environment: all of it missing
+        return not drift
 
 
 def _record_inputs(path: Path, loaded: LoadedSpec, actions: Sequence[Action], redact: Redactor) -> None:

@@ -22,12 +22,11 @@ from typing import Any
 from packaging.version import Version
 
 from envmgr.compat.evaluate import Finding, evaluate
-from envmgr.compat.kb import KnowledgeBase, default_knowledge_base
+from envmgr.compat.kb import KERNEL_PACKAGES, KnowledgeBase, default_knowledge_base
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin
 
 STACK = ""  # the blocker name of stack-scope errors
-KERNEL_PACKAGES = ("sglang-kernel", "sgl-kernel")
 
 
 @dataclass(frozen=True)

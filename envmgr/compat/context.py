@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
+from envmgr.compat.kb import KERNEL_PACKAGES
 from envmgr.model_config import int_field, model_config
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin, local_cuda_tag, lowest_version, major
@@ -22,9 +23,7 @@ if TYPE_CHECKING:  # facts pull in their collectors; validate needs only the typ
 Context = dict[str, Any]
 
 # Packages whose exact versions the rules reason about.
-STACK_PACKAGES = ("torch", "flashinfer-python", "flashinfer-cubin", "sglang",
-                  "sgl-kernel", "sglang-kernel")
-KERNEL_PACKAGES = ("sglang-kernel", "sgl-kernel")
+STACK_PACKAGES = ("torch", "flashinfer-python", "flashinfer-cubin", "sglang", *KERNEL_PACKAGES)
 
 STACK_FACTS = frozenset({
     "arch", "arch_base", "arch_suffix", "arch_num", "arch_major", "arch_toolkit",

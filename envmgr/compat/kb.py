@@ -22,6 +22,8 @@ OPS = frozenset({
     "lt", "le", "gt", "ge", "matches",
 })
 UNARY_OPS = frozenset({"present", "absent"})
+# SGLang's kernel package: sglang-kernel from 0.5.10, sgl-kernel before
+KERNEL_PACKAGES = ("sglang-kernel", "sgl-kernel")
 
 
 
@@ -188,7 +190,7 @@ def sglang_pins(releases: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]
     table = {}
     for version, gates in releases.items():
         pins = gates.get("pins") or {}
-        kernel_package = next((k for k in ("sglang-kernel", "sgl-kernel") if k in pins), None)
+        kernel_package = next((k for k in KERNEL_PACKAGES if k in pins), None)
         if "torch" in pins and "flashinfer-python" in pins and kernel_package:
             table[version] = {"torch": pins["torch"], "flashinfer": pins["flashinfer-python"],
                               "kernel_package": kernel_package, "kernel": pins[kernel_package]}
