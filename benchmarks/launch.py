@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envmgr.backends.local import LocalBackend  # noqa: E402
+from envmgr.targets.local import LocalTarget  # noqa: E402
 from envmgr.bench.command import ServerCommand  # noqa: E402
 from envmgr.bench.launch import Limits, RunningServer  # noqa: E402
 
@@ -47,7 +47,7 @@ def one(scenario: str, workdir: Path) -> dict:
     argv = (sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/Kimi-K2.5-INT4",
             "--tp-size", "8", "--port", str(port))
     env = {"PYTHONPATH": str(DOUBLE), "SGLANG_DOUBLE_SCENARIO": scenario, "SGLANG_DOUBLE_DELAY": "0.02"}
-    server = RunningServer(LocalBackend(), ServerCommand(scenario, argv, env, "127.0.0.1", port),
+    server = RunningServer(LocalTarget(), ServerCommand(scenario, argv, env, "127.0.0.1", port),
                            workdir / f"{scenario}-{port}.log", LIMITS)
     try:
         launch = server.wait_ready()

@@ -1,6 +1,6 @@
 """Apply a spec: plan against the current generation, build a new one beside it, switch.
 
-The current generation is never modified: the backend builds inside the new
+The current generation is never modified: the builder's steps run inside the new
 generation's directory, and ``current`` moves only after the new one is complete
 (see ``envmgr.state`` for why a crash anywhere leaves the previous one current).
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from envmgr import __version__, failpoints
-from envmgr.backends.urls import split_url
+from envmgr.builders.base import Build, Step, execute
 from envmgr.drift import Drift, compare
 from envmgr.errors import UsageError
 from envmgr.plan import Action, State, plan, split_for_builder, state_from_facts, state_from_spec
@@ -26,63 +26,74 @@ from envmgr.spec.load import LoadedSpec
 from envmgr.state import Generation, Store, current_spec
 
 if TYPE_CHECKING:
-    from envmgr.backends.base import Backend, Progress
+    from envmgr.builders.base import Builder
+    from envmgr.progress import Progress
+    from envmgr.targets.base import Target
 
-# Given the generation and its backend, the names of required probes that failed.
-ProbeGate = Callable[[Generation, "Backend"], list[str]]
+# Given the generation and the target that runs in it, the names of required probes that failed.
+ProbeGate = Callable[[Generation, "Target"], list[str]]
+# Shown the plan (its actions and the builder's steps): True to go on.
+Confirm = Callable[[Sequence[Action], Sequence[Step]], bool]
 
 
 @dataclass
 class ApplyResult:
-    status: str  # "unchanged" | "declined" | "applied"
+    status: str  # "unchanged" | "declined" | "applied" | "probes-failed"
     actions: list[Action] = field(default_factory=list)
     generation: Generation | None = None
     previous: Generation | None = None
+    steps: list[Step] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"status": self.status, "actions": [a.to_dict() for a in self.actions],
+                "steps": [s.to_dict() for s in self.steps],
                 "generation": self.generation.number if self.generation else None,
                 "previous": self.previous.number if self.previous else None}
 
 
-def generation_state(gen: Generation, backend: Backend) -> tuple[Drift, str | None]:
+def generation_state(gen: Generation, target: Target) -> tuple[Drift, str | None]:
     """(drift, why the environment is missing): an environment whose interpreter cannot be run
     (a deleted venv, a removed image) is missing, not drifted."""
-    facts = backend.facts()
+    from envmgr.facts import collect_facts
+
+    facts = collect_facts(target, python=target.interpreter)
     if facts.python is None:
         return compare(gen.lock, {}), facts.missing.get("python", "its interpreter cannot be run")
     return compare(gen.lock, facts.python.packages), None
 
 
+def plan_for(loaded: LoadedSpec, builder: Builder, previous: Generation | None) -> tuple[list[Action], list[Action], list[Step]]:
+    """What apply would do, from the current generation: (actions, host prerequisites, steps).
+    ``envmgr plan`` and ``apply`` both call this, so the steps shown are the steps executed."""
+    baseline = state_from_spec(current_spec(previous).spec, f"generation {previous.number}") \
+        if previous else State(label="nothing (first generation)")
+    actions, needed = split_for_builder(plan(baseline, loaded.spec), builder.kind)
+    return actions, needed, builder.steps(loaded, actions)
+
+
 def apply(
     loaded: LoadedSpec,
-    backend: Backend,
+    builder: Builder,
     store: Store,
     progress: Progress,
-    confirm: Callable[[Sequence[Action]], bool],
+    confirm: Confirm,
     gate: ProbeGate | None = None,
-    open_backend: Callable[[str], Backend] | None = None,
+    open_target: Callable[[str], Target] | None = None,
 ) -> ApplyResult:
     """Build ``loaded`` as a new generation unless the current one already is it."""
-    kind = split_url(backend.url)[0]
-    if not hasattr(backend, "realize"):
-        raise UsageError(f"{backend.url} cannot build an environment",
-                         hint="apply with venv://, docker://REPOSITORY or (soon) ansible://")
     with store.locked():
         failpoints.reach("locked")
         previous = store.current()
-        if previous is not None and _is_unchanged(previous, loaded, kind, open_backend):
+        if previous is not None and _is_unchanged(previous, loaded, builder.kind, open_target):
             return ApplyResult("unchanged", previous=previous, generation=previous)
-        baseline = state_from_spec(current_spec(previous).spec, f"generation {previous.number}") \
-            if previous else State(label="nothing (first generation)")
-        actions, needed = split_for_builder(plan(baseline, loaded.spec), kind)
-        _check_host_prerequisites(needed, loaded, backend, kind, progress)
-        if not confirm(actions):
-            return ApplyResult("declined", actions, previous=previous)
+        actions, needed, steps = plan_for(loaded, builder, previous)
+        _check_host_prerequisites(needed, loaded, builder.kind, progress)
+        if not confirm(actions, steps):
+            return ApplyResult("declined", actions, previous=previous, steps=steps)
         path = store.begin()
         failpoints.reach("generation-created")
         redact = Redactor.for_spec(loaded.spec)
-        _record_inputs(path, loaded, actions, redact)
+        _record_inputs(path, loaded, actions, steps, redact)
         failpoints.reach("spec-recorded")
         with open(path / "logs" / "apply.log", "a", encoding="utf-8") as log:
             def tee(line: str) -> None:  # a build tool may echo a secret: never into the log
@@ -91,35 +102,40 @@ def apply(
                 log.flush()
                 progress(line)
 
-            tee(f"generation {path.name}: {loaded.spec.metadata.name} ({loaded.digest[:12]}) via {backend.url}")
-            realized = backend.realize(loaded, actions, tee, path)
+            tee(f"generation {path.name}: {loaded.spec.metadata.name} ({loaded.digest[:12]}) "
+                f"with the {builder.kind} builder, {len(steps)} step(s)")
+            realized = execute(steps, Build(loaded, path, tee))
             (path / "lock.txt").write_text(realized.lock, encoding="utf-8")
             failpoints.reach("lock-written")
             generation = store.commit(path, {
                 "spec_name": loaded.spec.metadata.name, "spec_digest": loaded.digest,
-                "spec_file": str(loaded.path.resolve()), "backend": realized.backend,
-                "backend_kind": kind, "location": realized.location, "details": realized.details,
+                "spec_file": str(loaded.path.resolve()), "backend": realized.target,
+                "backend_kind": builder.kind, "location": realized.location, "details": realized.details,
                 "envmgr_version": __version__, "actions": len(actions),
             })
             failpoints.reach("committed")
             required = loaded.spec.probes.required
             if gate is None and required:
-                tee(f"required probes {', '.join(required)} not run: no probe gate given "
-                    "(`envmgr probe` arrives with issue 5); switching without them")
-            failed = gate(generation, backend) if gate else []
+                tee(f"required probes {', '.join(required)} not run: no probe gate given; switching without them")
+            failed: list[str] = []
+            if gate is not None:
+                from envmgr.targets import open_target as default_open
+
+                with (open_target or default_open)(realized.target) as target:
+                    failed = gate(generation, target)
             store.record_gate(generation, list(required), failed)
             failpoints.reach("gated")
             if failed:
                 tee(f"required probes failed: {', '.join(failed)}; generation {generation.number} "
                     "kept, current not switched")
-                return ApplyResult("probes-failed", actions, generation, previous)
+                return ApplyResult("probes-failed", actions, generation, previous, steps)
             store.switch(generation.number)
             failpoints.reach("switched")
             tee(f"current -> generation {generation.number}")
-    return ApplyResult("applied", actions, generation, previous)
+    return ApplyResult("applied", actions, generation, previous, steps)
 
 
-def _check_host_prerequisites(needed: Sequence[Action], loaded: LoadedSpec, backend: Backend, kind: str,
+def _check_host_prerequisites(needed: Sequence[Action], loaded: LoadedSpec, kind: str,
                               progress: Progress) -> None:
     """A venv on this host needs the host's driver and system toolkits as the spec says: checked
     here, never installed (only ansible:// changes a host); an image needs them where it runs."""
@@ -128,15 +144,15 @@ def _check_host_prerequisites(needed: Sequence[Action], loaded: LoadedSpec, back
     if kind != "venv":
         progress("needed on the host that runs it (not built here): " + "; ".join(a.summary() for a in needed))
         return
-    from envmgr.backends.local import LocalBackend
     from envmgr.facts import collect_facts
+    from envmgr.targets.local import LocalTarget
 
-    with LocalBackend() as local:  # the venv is made on this host: its driver and toolkits decide
+    with LocalTarget() as local:  # the venv is made on this host: its driver and toolkits decide
         host = state_from_facts(collect_facts(local), "local://")
     unmet = [a for a in plan(host, loaded.spec) if a.scope == "host"]
     if unmet:
         raise UsageError(
-            f"{backend.url} builds a Python environment, not the host: "
+            "a venv is a Python environment, not the host: "
             + "; ".join(f"{a.kind} {a.summary()}" for a in unmet) + " is the host's own",
             hint="provision the host first (envmgr apply SPEC --backend ansible://GROUP), or drop "
                  "driver / the system toolkit from the spec for a venv on a host that has none")
@@ -181,25 +197,27 @@ def _environment_missing(gen: Generation) -> str | None:
 
 
 def _is_unchanged(previous: Generation, loaded: LoadedSpec, kind: str,
-                  open_backend: Callable[[str], Backend] | None) -> bool:
+                  open_target: Callable[[str], Target] | None) -> bool:
     """Same spec content, same kind of backend, and nothing drifted inside."""
     meta = previous.meta
     if meta.get("spec_digest") != loaded.digest or meta.get("backend_kind") != kind:
         return False
-    if open_backend is None:
+    if open_target is None:
         return True
-    with open_backend(previous.backend) as built:
+    with open_target(previous.backend) as built:
         drift, _ = generation_state(previous, built)  # a missing environment: all of it missing
         return not drift
 
 
-def _record_inputs(path: Path, loaded: LoadedSpec, actions: Sequence[Action], redact: Redactor) -> None:
+def _record_inputs(path: Path, loaded: LoadedSpec, actions: Sequence[Action], steps: Sequence[Step],
+                   redact: Redactor) -> None:
     merged = recorded_spec(loaded.spec, redact)
     (path / "spec.yaml").write_text(
         f"# merged from {', '.join(str(p) for p in loaded.chain)}\n"
         + yaml.safe_dump(merged, sort_keys=False), encoding="utf-8")
-    (path / "plan.json").write_text(json.dumps(redact.data([a.to_dict() for a in actions]), indent=2),
-                                    encoding="utf-8")
+    (path / "plan.json").write_text(json.dumps(redact.data({
+        "actions": [a.to_dict() for a in actions], "steps": [s.to_dict() for s in steps]}), indent=2),
+        encoding="utf-8")
 
 
 def recorded_spec(spec, redact: Redactor) -> dict:

@@ -146,27 +146,29 @@ def cmd_plan(a: argparse.Namespace) -> int:
                                   f"generation {generation.number} (current{', this spec' if same else ''})")
     else:
         if observed is None:
-            from envmgr.backends.local import LocalBackend
             from envmgr.facts import collect_facts
+            from envmgr.targets.local import LocalTarget
 
-            with LocalBackend() as local:
+            with LocalTarget() as local:
                 observed = collect_facts(local)
         current = state_from_facts(observed, "local://" if a.facts is None else str(a.facts))
-    from envmgr.backends import default_url, split_url
+    from envmgr.builders import open_builder
     from envmgr.plan import split_for_builder
+    from envmgr.targets.urls import default_url
 
-    builder = split_url(default_url(loaded.spec))[0]  # the spec's realize.backend builds it
-    actions, needed = split_for_builder(make_plan(current, loaded.spec), builder)
     findings = check(loaded, observed)
+    with open_builder(default_url(loaded.spec)) as builder:  # the spec's realize.backend builds it
+        actions, needed = split_for_builder(make_plan(current, loaded.spec), builder.kind)
+        steps = builder.steps(loaded, actions) if actions else []  # what apply would execute
     if a.json:
         _emit({"spec": str(a.spec), "name": loaded.spec.metadata.name, "from": current.label,
-               "builder": builder, "changes": len(actions), "actions": [x.to_dict() for x in actions],
-               "host_prerequisites": [x.to_dict() for x in needed],
+               "builder": builder.kind, "changes": len(actions), "actions": [x.to_dict() for x in actions],
+               "steps": [x.to_dict() for x in steps], "host_prerequisites": [x.to_dict() for x in needed],
                "findings": [f.to_dict() for f in findings]})
     else:
         from envmgr.report.console import render_plan
 
-        render_plan(loaded, current.label, actions, findings, needed, builder)
+        render_plan(loaded, current.label, actions, findings, needed, builder.kind, steps)
     return 2 if actions else 0
 
 
@@ -220,17 +222,17 @@ def _current_generation(home: Path | None):
 
 
 def _plan_on_hosts(loaded, url: str, as_json: bool) -> int:
-    """Check mode on the backend's hosts: per-host changes; 2 when any host would change.
+    """Check mode on the fleet's hosts: per-host changes; 2 when any host would change.
     A host that fails or is unreachable even in check mode raises (BackendError: exit 1)."""
-    from envmgr.backends import open_backend
+    from envmgr.builders import open_builder
 
-    with open_backend(url) as target:
-        if not hasattr(target, "check"):
-            raise UsageError(f"{url}: plan --backend needs a backend with a check mode",
+    with open_builder(url) as builder:
+        if not builder.can_check:
+            raise UsageError(f"{url}: plan --backend needs a builder with a check mode on its target",
                              hint="use ansible://GROUP?inventory=FILE")
-        report = target.check(loaded, _progress)
+        url, report = builder.check(loaded, _progress)
     if as_json:
-        _emit({"spec": str(loaded.path), "name": loaded.spec.metadata.name, "backend": target.url,
+        _emit({"spec": str(loaded.path), "name": loaded.spec.metadata.name, "backend": url,
                "changes": len(report.changed_hosts), "hosts": report.to_dict()["hosts"]})
     else:
         print(report.changes_text())
@@ -240,10 +242,10 @@ def _plan_on_hosts(loaded, url: str, as_json: bool) -> int:
 @command(JSON, opt("--python", default="python3", metavar="PY", help="Interpreter whose packages to list (default: python3)"))
 def cmd_facts(a: argparse.Namespace) -> int:
     """What this host has now: driver, GPUs, CUDA toolkits, nvcc/ptxas, Python packages, env."""
-    from envmgr.backends.local import LocalBackend
     from envmgr.facts import collect_facts
+    from envmgr.targets.local import LocalTarget
 
-    with LocalBackend() as local:
+    with LocalTarget() as local:
         observed = collect_facts(local, python=a.python)
     if a.json:
         print(observed.model_dump_json(indent=2))
@@ -256,12 +258,14 @@ def cmd_facts(a: argparse.Namespace) -> int:
 
 def _confirm(yes: bool, show: bool):
     """Show the plan (on stderr, so --json stays clean), then ask unless --yes."""
-    def ask(actions) -> bool:
+    def ask(actions, steps) -> bool:
         if show:
-            from envmgr.report.console import render_actions
+            from envmgr.report.console import render_actions, render_steps
             from envmgr.report.printer import stderr_printer
 
-            render_actions(list(actions), stderr_printer())
+            out = stderr_printer()
+            render_actions(list(actions), out)
+            render_steps(list(steps), out)
         if yes:
             return True
         if not sys.stdin.isatty():
@@ -278,20 +282,18 @@ def _confirm(yes: bool, show: bool):
 def cmd_apply(a: argparse.Namespace) -> int:
     """Build SPEC as a new generation beside the current one, then switch to it."""
     from envmgr.apply import apply as run_apply
-    from envmgr.backends import default_url, open_backend
+    from envmgr.builders import open_builder
+    from envmgr.probes.session import required_probe_gate
     from envmgr.spec import load_spec
     from envmgr.state import Store
+    from envmgr.targets import open_target
+    from envmgr.targets.urls import default_url
 
     loaded = load_spec(a.spec)
     store = Store(a.home)
-    target = open_backend(a.backend or default_url(loaded.spec))
-    try:
-        from envmgr.probes.session import required_probe_gate
-
-        result = run_apply(loaded, target, store, _progress, _confirm(a.yes, show=not a.json),
-                           gate=required_probe_gate(_progress), open_backend=open_backend)
-    finally:
-        target.close()
+    with open_builder(a.backend or default_url(loaded.spec)) as builder:
+        result = run_apply(loaded, builder, store, _progress, _confirm(a.yes, show=not a.json),
+                           gate=required_probe_gate(_progress), open_target=open_target)
     if a.json:
         _emit(result.to_dict())
     elif result.status == "unchanged":
@@ -371,18 +373,15 @@ def cmd_status(a: argparse.Namespace) -> int:
     """Compare what the current generation has installed with its lock: exit 0 as locked,
     2 on drift, 1 when its environment is missing."""
     from envmgr.apply import generation_state
-    from envmgr.backends import open_backend
     from envmgr.state import Store
+    from envmgr.targets import open_target
 
     store = Store(a.home)
     current = store.current()
     if current is None:
         raise UsageError(f"no current generation in {store.home}", hint="run `envmgr apply SPEC` first")
-    built = open_backend(current.backend)
-    try:
+    with open_target(current.backend) as built:
         drift, missing = generation_state(current, built)
-    finally:
-        built.close()
     if a.json:
         _emit({"generation": current.number, "spec": current.meta.get("spec_name"),
                "backend": current.backend, "missing": missing,
@@ -399,7 +398,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     return 2 if drift else 0
 
 
-@command(opt("--target", metavar="URL", help="Backend URL to probe (default: the current generation, else local://)"),
+@command(opt("--target", metavar="URL", help="Target URL to probe (default: the current generation, else local://)"),
          opt("--spec", type=Path, metavar="SPEC", help="Spec giving the target arch and GPU count, and the predictions"),
          opt("--only", metavar="IDS", help="Comma-separated probe ids"),
          opt("--python", metavar="PY", help="Interpreter of the environment"),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from envmgr.backends.process import stream
+from envmgr.targets.process import stream
 from envmgr.errors import BackendError, SpecError, SpecProblem
 from envmgr.spec.models import Spec, canonical_name
 
@@ -72,6 +72,13 @@ def locked_versions(lock: str) -> dict[str, str]:
         if m:
             versions[canonical_name(m.group(1))] = m.group(2)
     return versions
+
+
+def clean_lock(lock: str) -> str:
+    """The lock without its comments: uv's ``# via -r /path/of/the/workdir/...`` annotations
+    name the generation's directory, which must change neither the image nor its tag."""
+    kept = [line for line in lock.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return "\n".join(kept) + "\n"
 
 
 def _last_lines(text: str, n: int = 5) -> str:

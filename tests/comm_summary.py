@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envmgr.backends.base import Runner
+from envmgr.targets.base import Runner
 from envmgr.bench.comm import MODEL_SHAPE, PROBE_ID
 from envmgr.errors import UsageError
 from envmgr.probes.runner import run_probe

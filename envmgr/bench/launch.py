@@ -1,7 +1,7 @@
 """Start an SGLang server in an environment and know, within seconds, whether it is ready or dead.
 
 The scenario's loop was ``nohup ... &``, ``sleep 600``, grep. Here:
-- the server starts through ``backend.start`` (its own process group, or its own container);
+- the server starts through ``target.start`` (its own process group, or its own container);
 - a reader thread copies every log line to the cell's ``server.log`` and feeds it to the
   same ``Triage`` that ``envmgr triage`` uses, and watches for the ready line;
 - the main thread waits on that thread's news and, with backoff, polls ``/health_generate``
@@ -25,9 +25,9 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
-from envmgr.backends.service import Service
+from envmgr.targets.base import Target
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.triage import Finding, Triage, clean_line, signal_name
 from envmgr.errors import BackendError, LaunchError, UsageError
@@ -47,14 +47,6 @@ OWN_POLL = re.compile(r'"GET (?:' + "|".join(re.escape(p) for p in HEALTH_PATHS)
 EXIT_WAIT_S = 5.0  # the output can end a moment before the process has an exit code
 
 Status = Literal["ready", "crashed", "timeout", "hung"]
-
-
-class Starter(Protocol):
-    """A backend that can host a server (local://, venv://, docker://)."""
-
-    url: str
-
-    def start(self, argv: list[str] | tuple[str, ...], env: dict[str, str] | None = None) -> Service: ...
 
 
 @dataclass(frozen=True)
@@ -98,11 +90,11 @@ def exit_text(code: int | None) -> str:
 class RunningServer:
     """A started server: wait until it is ready or dead, use it, stop it (a context manager)."""
 
-    def __init__(self, backend: Starter, command: ServerCommand, log_path: Path,
+    def __init__(self, target: Target, command: ServerCommand, log_path: Path,
                  limits: Limits = Limits(), progress: Callable[[str], None] = lambda line: None,
                  redact: Callable[[str], str] = lambda line: line) -> None:
-        if not hasattr(backend, "start"):
-            raise UsageError(f"{backend.url} cannot host a benchmark server",
+        if not target.can_start:
+            raise UsageError(f"{target.url} cannot host a benchmark server",
                              hint="run `envmgr bench` on the host itself (local:// or venv://), or use docker://")
         self.command = command
         self.log_path = log_path
@@ -127,7 +119,7 @@ class RunningServer:
         self._log = open(log_path, "w", encoding="utf-8")
         self.started_at = time.monotonic()
         try:
-            self.service = backend.start(list(command.argv), dict(command.env))
+            self.service = target.start(list(command.argv), dict(command.env))
         except BaseException:
             self._log.close()
             raise

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envmgr.backends import open_backend, split_url
+from envmgr.targets import open_target
+from envmgr.targets.urls import split_url
 from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
@@ -270,7 +271,7 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
         progress(f"  {problem['severity']}: {problem['id']}: {problem['message']}")
     _fresh(cell.dir)
     log = cell.dir / "server.log"
-    with open_backend(cell.env.url) as backend:
+    with open_target(cell.env.url) as backend:
         gpu = gpu_names(backend)
         with RunningServer(backend, cell.command, log, limits, progress, redact=cell.redact.text) as server:
             launch = server.wait_ready()
@@ -406,10 +407,8 @@ def prepare(spec_path: Path, configs: Sequence[str], env_names: Sequence[str],
 
 
 def env_python(env: Env) -> str:
-    from envmgr.probes.session import python_of
-
-    with open_backend(env.url) as backend:
-        return python_of(backend)
+    with open_target(env.url) as target:
+        return target.interpreter
 
 
 # find_spec finds a module without importing it (importing DeepEP would initialise CUDA).
@@ -422,7 +421,7 @@ def env_modules(env: Env, python: str, modules: Sequence[str]) -> frozenset[str]
     if not modules:
         return frozenset()
     try:
-        with open_backend(env.url) as backend:
+        with open_target(env.url) as backend:
             result = backend.run([python, "-c", _FIND_MODULES, *modules], timeout=60)
     except BackendError:
         return None  # no interpreter there (yet): the spec's package list decides

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from envmgr.backends.base import CommandResult, Runner
+from envmgr.targets.base import CommandResult, Runner
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, FactsError
 from envmgr.facts.model import JIT_NVCC_ORDER, CompilerFact, Facts, ToolkitFact
 from envmgr.facts.parsers import (

@@ -1,8 +1,8 @@
-"""Run probe scripts inside an environment through its backend's ``run``.
+"""Run probe scripts inside an environment through its target's ``run``.
 
 Independent probes run in parallel; timing-sensitive GPU probes (``exclusive``) run
 after them, one at a time, so a JIT compile does not distort an NCCL latency. Each
-probe has a timeout; the backend kills the probe's whole process group (or container)
+probe has a timeout; the target kills the probe's whole process group (or container)
 when it passes, and the result says so, while the other probes still complete.
 """
 
@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
-from envmgr.backends import inflight
-from envmgr.backends.base import Runner
+from envmgr.targets import inflight
+from envmgr.targets.base import Runner, Target
 from envmgr.errors import BackendError, CommandTimeout, UsageError
 from envmgr.probes.contract import MARKER, STATUSES, WRAPPER
 
@@ -137,7 +137,7 @@ def select(only: Sequence[str] | None) -> list[str]:
     return [p for p in PROBES if p in only]
 
 
-def run_probes(runner: Runner, python: str, ids: Sequence[str], args: dict[str, dict[str, Any]],
+def run_probes(runner: Target, python: str, ids: Sequence[str], args: dict[str, dict[str, Any]],
                progress: Callable[[str], None] = lambda line: None, parallel: int = 4,
                timeout_s: float | None = None, env: dict[str, str] | None = None) -> list[ProbeResult]:
     """Run ``ids``. Where every probe sees this host's files (local, venv), all start at once
@@ -153,7 +153,7 @@ def run_probes(runner: Runner, python: str, ids: Sequence[str], args: dict[str, 
     free = [p for p in ids if not PROBES[p].exclusive]
     alone = [p for p in ids if PROBES[p].exclusive]
     results: dict[str, ProbeResult] = {}
-    if alone and _shares_host_files(runner):
+    if alone and runner.runs_here:  # the lock file is visible to every probe
         with tempfile.NamedTemporaryFile(prefix="envmgr-gpu-", suffix=".lock") as lock:
             turn = {"ENVMGR_GPU_LOCK": lock.name}
             with ThreadPoolExecutor(max_workers=len(ids)) as pool, _stopped_on_interrupt():
@@ -179,10 +179,6 @@ def _stopped_on_interrupt() -> Iterator[None]:
     except BaseException:
         inflight.kill_all()
         raise
-
-
-def _shares_host_files(runner: Runner) -> bool:
-    return str(getattr(runner, "url", "")).startswith(("local://", "venv://"))
 
 
 def _tail(text: str, lines: int = 12) -> str:

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envmgr.backends import open_backend
+from envmgr.targets import open_target
 from envmgr.probes.args import probe_args, probe_env
 from envmgr.probes.predict import Prediction, agreement, predict
 from envmgr.probes.runner import ProbeResult, run_probes, select
 
 if TYPE_CHECKING:
-    from envmgr.backends.base import Backend
+    from envmgr.targets.base import Target
     from envmgr.spec.models import Spec
     from envmgr.state import Generation
 
@@ -57,20 +57,16 @@ class ProbeReport:
                 "recorded": self.recorded, "results": rows}
 
 
-def python_of(backend: Backend) -> str:
-    """The environment's own interpreter (venv and image backends know theirs)."""
-    return str(getattr(backend, "python", None) or "python3")
-
-
-def run_on(backend: Backend, spec: Spec | None, ids: Sequence[str], *, python: str | None = None,
+def run_on(target: Target, spec: Spec | None, ids: Sequence[str], *, python: str | None = None,
            timeout: float | None = None, progress: Callable[[str], None] = lambda line: None) -> ProbeReport:
-    py = python or python_of(backend)
-    results = run_probes(backend, py, ids, probe_args(spec), progress, timeout_s=timeout, env=probe_env(spec))
+    from envmgr.facts import collect_facts
+
+    py = python or target.interpreter
+    results = run_probes(target, py, ids, probe_args(spec), progress, timeout_s=timeout, env=probe_env(spec))
     predictions: dict[str, Prediction] = {}
     if spec is not None:
-        facts = backend.facts() if hasattr(backend, "facts") else None
-        predictions = predict(spec, facts, list(ids))
-    return ProbeReport(backend.url, py, spec.metadata.name if spec else None, results, predictions,
+        predictions = predict(spec, collect_facts(target, python=py), list(ids))
+    return ProbeReport(target.url, py, spec.metadata.name if spec else None, results, predictions,
                        tuple(spec.probes.expected_fail) if spec else ())
 
 
@@ -103,8 +99,8 @@ def probe_environment(*, target: str | None, spec_path: Path | None, only: Seque
     url = target or (generation.backend if generation else "local://")
     spec = load_spec(spec_path).spec if spec_path else (current_spec(generation).spec if generation else None)
     ids = select(only)
-    with open_backend(url) as backend:
-        report = run_on(backend, spec, ids, python=python, timeout=timeout, progress=progress)
+    with open_target(url) as env:
+        report = run_on(env, spec, ids, python=python, timeout=timeout, progress=progress)
     if generation is not None:
         record(report, generation, adhoc=True)
     return report
@@ -114,13 +110,13 @@ def required_probe_gate(progress: Callable[[str], None]):
     """The apply gate: the spec's required probes must pass in the new generation."""
     from envmgr.state import current_spec
 
-    def gate(generation: Generation, backend: Backend) -> list[str]:
+    def gate(generation: Generation, target: Target) -> list[str]:
         spec = current_spec(generation).spec
         required = list(spec.probes.required)
         if not required:
             return []
         progress(f"required probes: {', '.join(required)}")
-        report = run_on(backend, spec, select(required), progress=progress)
+        report = run_on(target, spec, select(required), progress=progress)
         record(report, generation)
         return [r.probe for r in report.results if r.status != "pass"]
 

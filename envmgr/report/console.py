@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from envmgr.report.printer import Printer, stdout_printer
 
 if TYPE_CHECKING:
+    from envmgr.builders.base import Step
     from envmgr.compat import Finding
     from envmgr.facts.model import Facts
     from envmgr.plan import Action
@@ -61,10 +62,11 @@ def _change(before: str | None, after: str | None) -> str:
 
 def render_plan(loaded: LoadedSpec, label: str, actions: list[Action],
                 findings: list[Finding], needed: list[Action] | None = None, builder: str = "",
-                out: Printer | None = None) -> None:
+                steps: list[Step] | None = None, out: Printer | None = None) -> None:
     out = out or stdout_printer()
     out.line(("plan", "bold"), f": {label} -> {loaded.spec.metadata.name} ({loaded.path})")
     render_actions(actions, out)
+    render_steps(steps or [], out, builder)
     if needed:
         out.line()
         out.line(("host prerequisites", "bold"), f" ({builder}:// builds no host: apply checks them, never installs them):")
@@ -91,6 +93,17 @@ def render_actions(actions: list[Action], out: Printer | None = None) -> None:
     if actions:
         reboots = sum(a.reboot for a in actions)
         out.line(f"{len(actions)} change(s)" + (f", {reboots} needing a reboot" if reboots else ""))
+
+
+def render_steps(steps: list[Step], out: Printer | None = None, builder: str = "") -> None:
+    """The builder's steps, as apply executes them."""
+    out = out or stdout_printer()
+    if not steps:
+        return
+    out.line()
+    out.line(("steps", "bold"), f" (the {builder} builder; apply runs these):" if builder else " (apply runs these):")
+    for i, step in enumerate(steps, 1):
+        out.indented(f"[{i}/{len(steps)}] {step.summary}", 2)
 
 
 def render_facts(facts: Facts, out: Printer | None = None) -> None:
@@ -178,8 +191,6 @@ def _paste(out: Printer, what: str, fragment: dict) -> None:
 def render_advice(loaded: LoadedSpec, advice: list, upgrade=None, from_label: str = "",
                   out: Printer | None = None) -> None:
     """``envmgr advise``: per blocker, the nearest known release that clears it, or why none."""
-    import yaml
-
     from envmgr.compat.advise import STACK
 
     out = out or stdout_printer()

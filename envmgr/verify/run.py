@@ -107,19 +107,19 @@ def verify_generation(generation, spec_path: Path | str | None, as_json: bool) -
     CUDA_HOME, PATH). Venv generations only: an image or a fleet is verified with --hosts."""
     import os
 
-    from envmgr.backends.venv import VenvBackend
+    from envmgr.targets.venv import VenvTarget
 
     kind = generation.meta.get("backend_kind")
     if kind != "venv" or not generation.location:
         raise UsageError(f"generation {generation.number} is a {kind} environment: verify it with --hosts",
                          hint="envmgr verify SPEC --hosts docker://CONTAINER (a container of the image) "
                               "or ansible://GROUP?ansible_inventory=FILE")
-    venv = VenvBackend(generation.location)
+    venv = VenvTarget(generation.location)
     saved = dict(os.environ)
     os.environ.update(venv.environment())  # testinfra's local:// runs its commands with this env
     try:
         return verify_command(spec_path or generation.path / "spec.yaml", ["local://"],
-                              generation.path / "lock.txt", venv.python, as_json)
+                              generation.path / "lock.txt", venv.interpreter, as_json)
     finally:
         os.environ.clear()
         os.environ.update(saved)

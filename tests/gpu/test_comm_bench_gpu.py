@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import comm_summary
-from envmgr.backends.local import LocalBackend
+from envmgr.targets.local import LocalTarget
 from envmgr.bench import comm
 from envmgr.probes import runner
 from envmgr.probes.runner import ProbeInfo
@@ -54,7 +54,7 @@ def test_tp_and_ep_verify_step_eager_and_in_one_graph(gpus, world_size):
         pytest.skip(f"world size {world_size}: " + ("covered by all-gpus" if world_size == gpus
                                                      else f"this machine has {gpus} GPU(s)"))
     lines: list[str] = []
-    result = comm_summary.run_comm_bench(LocalBackend(), sys.executable, comm.comm_args(world_size=world_size),
+    result = comm_summary.run_comm_bench(LocalTarget(), sys.executable, comm.comm_args(world_size=world_size),
                                  lines.append)
     summary = comm_summary.summarize(result)
     suffix = f"_ws{world_size}" if world_size else ""
@@ -81,6 +81,6 @@ def test_tp_and_ep_verify_step_eager_and_in_one_graph(gpus, world_size):
 def test_a_hung_rank_is_killed_at_its_timeout():
     # the test hook makes rank 0 sleep before it joins NCCL: the kill path, on the real machine
     args = {**comm.comm_args(world_size=1, timeout_s=5), "_hang_rank": 0}
-    result = comm_summary.run_comm_bench(LocalBackend(), sys.executable, args)
+    result = comm_summary.run_comm_bench(LocalTarget(), sys.executable, args)
     assert result["status"] == "fail" and "hang" in result["summary"]
     assert result["details"]["wall_s"] < 15

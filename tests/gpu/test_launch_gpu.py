@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.backends.local import LocalBackend
+from envmgr.targets.local import LocalTarget
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
 from ports import free_port
@@ -50,7 +50,7 @@ def test_stop_returns_the_gpu_memory(tmp_path, scenario, status):
            "SGLANG_DOUBLE_SCENARIO": scenario, "SGLANG_DOUBLE_DELAY": "0.1",
            "SGLANG_DOUBLE_GPU_GB": str(HOLD_GB)}
     cmd = ServerCommand(scenario, argv, env, "127.0.0.1", port)
-    server = RunningServer(LocalBackend(), cmd, tmp_path / "server.log", Limits(startup_s=120, stall_s=8, grace_s=10))
+    server = RunningServer(LocalTarget(), cmd, tmp_path / "server.log", Limits(startup_s=120, stall_s=8, grace_s=10))
     with server:
         result = server.wait_ready()
         held = before - free_gb()

@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 from envmgr.backends import open_backend
-from envmgr.backends.service import group_members
+from envmgr.targets.service import group_members
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
 from envmgr.bench.results import read_result

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from envmgr.backends.dockerfile import BUILD_STAGE_LABEL
+from envmgr.builders.dockerfile import BUILD_STAGE_LABEL
 
 # The image images/bootstrap-base.sh builds (ENVMGR_BASE_IMAGE names another, as the script reads it).
 BASE_IMAGE = os.environ.get("ENVMGR_BASE_IMAGE", "envmgr/base:bookworm")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.backends.local import LocalBackend
-from envmgr.backends.service import group_members
+from envmgr.targets.local import LocalTarget
+from envmgr.targets.service import group_members
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import LaunchError, Limits, RunningServer
 from ports import free_port
@@ -31,7 +31,7 @@ def command(scenario: str, *flags: str, port: int | None = None) -> ServerComman
 
 
 def launch(tmp_path: Path, cmd: ServerCommand, limits: Limits = FAST) -> RunningServer:
-    return RunningServer(LocalBackend(), cmd, tmp_path / "server.log", limits, progress=lambda line: None)
+    return RunningServer(LocalTarget(), cmd, tmp_path / "server.log", limits, progress=lambda line: None)
 
 
 def assert_torn_down(server: RunningServer) -> None:

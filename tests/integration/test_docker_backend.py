@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envmgr.backends.base import Realized
+from envmgr.targets.base import Realized
 from envmgr.backends.docker import RUN_LABEL, DockerBackend
-from envmgr.backends.dockerfile import BUILD_STAGE_LABEL
+from envmgr.builders.dockerfile import BUILD_STAGE_LABEL
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 from envmgr.spec.load import LoadedSpec, load_spec
 

@@ -8,18 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.backends.ansible import (
-    rollout_failed,
-    HostResult,
-    RolloutFailed,
-    RunReport,
-    command_results,
-    host_results,
-    progress_line,
-    result_message,
-    task_name,
-)
-from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
+from envmgr.ansible.events import HostResult, RunReport, host_results, progress_line, result_message, rollout_failed, task_name
+from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, RolloutFailed
+from envmgr.targets.hosts import command_results
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ansible"
 BROKEN_TASK = "python_env : python | create the venv with python3.11"
@@ -162,7 +153,7 @@ def probe_events(role_task: str, host: str, res: dict, kind: str = "runner_on_ok
 
 
 def test_probe_results_are_taken_from_the_drivers_output(tmp_path):
-    from envmgr.backends.ansible import PROBE_TASK, probe_outputs, save_probe_outputs
+    from envmgr.ansible.probes import PROBE_TASK, probe_outputs, save_probe_outputs
     from envmgr.probes.contract import MARKER
 
     line = MARKER + json.dumps({"probe": "gpu", "status": "skip", "summary": "no GPU", "details": {}})
@@ -185,7 +176,7 @@ def test_probe_results_are_taken_from_the_drivers_output(tmp_path):
 
 
 def test_a_driver_that_did_not_print_its_runs_is_one_error():
-    from envmgr.backends.ansible import PROBE_TASK, probe_outputs
+    from envmgr.ansible.probes import PROBE_TASK, probe_outputs
 
     events = [probe_events(PROBE_TASK, "h1", {"rc": 2, "stdout": "", "msg": "[Errno 2] No such file",
                                               "stderr": ""})]
@@ -196,7 +187,7 @@ def test_a_driver_that_did_not_print_its_runs_is_one_error():
 def test_a_hosts_record_of_this_environment_is_reused_and_only_that():
     import base64
 
-    from envmgr.backends.ansible import PROBE_RECORD_TASK, PROBE_TASK, _probe_outputs
+    from envmgr.ansible.probes import PROBE_RECORD_TASK, PROBE_TASK, probe_outputs_and_reused
     from envmgr.probes.contract import MARKER
 
     line = MARKER + json.dumps({"probe": "gpu", "status": "pass", "summary": "8 GPUs", "details": {}})
@@ -214,14 +205,14 @@ def test_a_hosts_record_of_this_environment_is_reused_and_only_that():
         slurped("h5", {"key": "k1", "runs": [run]}),       # recorded, but probed again (probe=always)
         probe_events(PROBE_TASK, "h5", {"rc": 0, "stdout": json.dumps([run])}),
     ]
-    outputs, reused = _probe_outputs(events, "k1")
+    outputs, reused = probe_outputs_and_reused(events, "k1")
     assert sorted(outputs) == ["h1", "h5"] and reused == ["h1"]
     assert outputs["h1"][0]["summary"] == "8 GPUs"
-    assert _probe_outputs(events, None) == ({"h5": outputs["h5"]}, [])  # no key: nothing is reused
+    assert probe_outputs_and_reused(events, None) == ({"h5": outputs["h5"]}, [])  # no key: nothing is reused
 
 
 def test_probe_scripts_are_assembled_for_the_hosts(tmp_path):
-    from envmgr.backends.ansible import prepare_probes
+    from envmgr.ansible.probes import prepare_probes
     from envmgr.probes.contract import MARKER
     from envmgr.spec import Spec
 

@@ -1,4 +1,4 @@
-"""The ansible backend's pure parts: URL parsing, the driver branch, toolkit wheels and the
+"""The fleet's pure parts: URL parsing, the driver branch, toolkit wheels and the
 `envmgr` extra variable the playbooks read (plain data, the contract in playbooks/README.md)."""
 
 from __future__ import annotations
@@ -8,16 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.backends.ansible import (
-    EXTRAVARS_CONTRACT,
-    AnsibleTarget,
-    PreparedLock,
-    driver_choice,
-    lock_digest,
-    parse_ansible_url,
-    playbook_dir,
-    render_extravars,
-)
+from envmgr.ansible.extravars import EXTRAVARS_CONTRACT, driver_choice, render_extravars
+from envmgr.ansible.runner import playbook_dir
+from envmgr.targets.urls import AnsibleURL as AnsibleTarget
+from envmgr.targets.urls import parse_ansible_url
+from envmgr.wheelhouse import PreparedLock, lock_digest
 from envmgr.errors import UsageError
 from envmgr.spec.load import load_spec
 from envmgr.toolkits import toolkit_home_subdir, toolkit_requirements
@@ -151,26 +146,29 @@ def test_playbooks_are_found():
 
 
 def test_inventory_from_the_spec_is_relative_to_it(tmp_path):
-    from envmgr.backends.ansible import AnsibleBackend
+    from envmgr.ansible.inventory import Fleet, fleet_url, resolve_fleet
 
     loaded = spec(tmp_path)  # realize.ansible: inventory hosts.yml, group gpu
     (tmp_path / "hosts.yml").write_text("gpu:\n  hosts:\n    a: {}\n", encoding="utf-8")
-    backend = AnsibleBackend("ansible://?apt=offline")
-    assert backend._resolve(loaded) == (tmp_path / "hosts.yml", "gpu")
+    parts = parse_ansible_url("ansible://?apt=offline")
+    fleet = resolve_fleet(parts, loaded)
+    assert fleet == Fleet(tmp_path / "hosts.yml", "gpu")
     # the URL it records reopens the same hosts from anywhere
-    assert backend.url == f"ansible://gpu?inventory={tmp_path / 'hosts.yml'}&apt=offline"
-    assert parse_ansible_url(backend.url).inventory == str(tmp_path / "hosts.yml")
+    url = fleet_url(parts, fleet)
+    assert url == f"ansible://gpu?inventory={tmp_path / 'hosts.yml'}&apt=offline"
+    assert parse_ansible_url(url).inventory == str(tmp_path / "hosts.yml")
 
 
 def test_a_missing_inventory_fails_before_any_download(tmp_path):
-    from envmgr.backends.ansible import AnsibleBackend
+    from envmgr.builders.fleet import FleetBuilder
+    from envmgr.targets.hosts import HostsTarget
 
-    backend = AnsibleBackend(f"ansible://gpu?inventory={tmp_path / 'absent.yml'}")
+    builder = FleetBuilder(f"ansible://gpu?inventory={tmp_path / 'absent.yml'}")
     with pytest.raises(UsageError, match="does not exist"):
-        backend.realize(spec(tmp_path), [], lambda line: None, tmp_path / "gen")
+        builder.steps(spec(tmp_path), [])  # listing the plan's steps already fails
     assert not (tmp_path / "gen").exists()
     with pytest.raises(UsageError, match="no inventory"):
-        AnsibleBackend("ansible://gpu").run(["true"])
+        HostsTarget("ansible://gpu").run(["true"])
 
 
 def probes(digest: str = "d1") -> dict:
@@ -207,13 +205,12 @@ def test_probe_key_names_the_environment_not_the_run(tmp_path):
 
 
 def test_url_keeps_probe_always(tmp_path):
-    from envmgr.backends.ansible import AnsibleBackend
+    from envmgr.targets.hosts import HostsTarget
 
     (tmp_path / "h.yml").write_text("all:\n  hosts:\n    a: {}\n", encoding="utf-8")
-    backend = AnsibleBackend(f"ansible://all?inventory={tmp_path / 'h.yml'}&probe=always")
-    backend._resolve(None)
-    assert parse_ansible_url(backend.url).probe == "always"
-    assert "probe=" not in AnsibleBackend(f"ansible://all?inventory={tmp_path / 'h.yml'}").url
+    target = HostsTarget(f"ansible://all?inventory={tmp_path / 'h.yml'}&probe=always")
+    assert parse_ansible_url(target.url).probe == "always"
+    assert "probe=" not in HostsTarget(f"ansible://all?inventory={tmp_path / 'h.yml'}").url
 
 
 def test_every_string_reaches_ansible_marked_unsafe_in_a_0600_file(tmp_path, monkeypatch):
@@ -223,7 +220,8 @@ def test_every_string_reaches_ansible_marked_unsafe_in_a_0600_file(tmp_path, mon
     import sys
     import types
 
-    from envmgr.backends import ansible as backend
+    from envmgr.ansible import extravars as backend
+    from envmgr.ansible import runner
 
     data = {"envmgr": {"env": {"X": "{{ lookup('pipe', 'id') }}"}, "n": 1, "ok": True,
                        "list": ["a", {"b": "c"}]}, "envmgr_group": "all"}
@@ -234,7 +232,8 @@ def test_every_string_reaches_ansible_marked_unsafe_in_a_0600_file(tmp_path, mon
     calls = []
     fake = types.SimpleNamespace(run=lambda **kwargs: calls.append(kwargs) or types.SimpleNamespace(status="ok"))
     monkeypatch.setitem(sys.modules, "ansible_runner", fake)
-    backend._run_runner(tmp_path, "site.yml", tmp_path / "inventory", data, lambda event: None,
+    monkeypatch.setitem(sys.modules, "ansible_runner.exceptions", types.SimpleNamespace(AnsibleRunnerException=RuntimeError))
+    runner.run_runner(tmp_path, "site.yml", tmp_path / "inventory", data, lambda event: None,
                         ident="apply", check=True)
     (kwargs,) = calls
     assert "extravars" not in kwargs and "lookup" not in str(kwargs.get("cmdline"))
@@ -257,7 +256,7 @@ def test_ansible_core_reads_the_marker_as_text_it_never_renders(tmp_path):
         def trust_as_template(text):
             return text
 
-    from envmgr.backends.ansible import write_extravars
+    from envmgr.ansible.extravars import write_extravars
 
     def render(extravars_file):
         loader = DataLoader()

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 import comm_summary
-from envmgr.backends.base import CommandResult
+from envmgr.targets.base import Target
+from envmgr.targets.base import CommandResult
 from envmgr.bench import comm
 from envmgr.errors import UsageError
 from envmgr.probes import runner
@@ -294,8 +295,8 @@ def test_summary_of_a_skipped_probe_has_no_numbers():
 # --- through the runner -------------------------------------------------------------------
 
 
-class RecordingRunner:
-    """A Runner test double: records the argv and answers with a probe's marked line."""
+class RecordingRunner(Target):
+    """A target test double: records the argv and answers with a probe's marked line."""
 
     url = "fake://"
 
@@ -432,7 +433,7 @@ def test_probe_processes_get_the_specs_env_and_no_policy_of_envmgrs_own():
     spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / "h200.yaml").spec
     fake = RecordingRunner({"probe": "gpu", "status": "pass", "summary": "ok", "details": {}, "duration_s": 0.1})
     run_on(fake, spec, ["gpu"], python="/opt/env/bin/python")
-    [call] = fake.calls
+    [call] = [c for c in fake.calls if "PYTHONUNBUFFERED" in c["env"]]  # the rest: facts for the predictions
     assert call["env"] == {"PYTHONUNBUFFERED": "1", "NCCL_NVLS_ENABLE": "0",
                            "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
     run_on(fake, None, ["gpu"], python="/opt/env/bin/python")

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envmgr.backends.dockerfile import (
+from envmgr.builders.dockerfile import (
     TEMPLATE_NAME,
     VENV,
     Quoted,
@@ -316,15 +316,13 @@ def test_a_value_without_a_quoting_filter_is_refused(tmp_path: Path):
     assert isinstance(docker_str("x"), Quoted)
 
 
-# --- docker:// URLs and the build context (envmgr.backends.docker; no daemon needed) ----------
+# --- docker:// URLs, the image builder's context, the container target (no daemon needed) ------
 
-from envmgr.backends.docker import (  # noqa: E402
-    DockerBackend,
-    DockerTarget,
-    context_hash,
-    image_lock,
-    parse_docker_url,
-)
+from envmgr.builders.image import ImageBuilder, context_hash  # noqa: E402
+from envmgr.lock import clean_lock as image_lock  # noqa: E402
+from envmgr.targets.container import ContainerTarget  # noqa: E402
+from envmgr.targets.urls import DockerURL as DockerTarget  # noqa: E402
+from envmgr.targets.urls import parse_docker_url  # noqa: E402
 from envmgr.errors import SpecError, BackendError, UsageError  # noqa: E402
 from envmgr.spec.load import load_spec  # noqa: E402
 
@@ -359,22 +357,23 @@ def test_bad_docker_urls_are_usage_errors(url):
         parse_docker_url(url)
 
 
-def test_importing_the_backend_does_not_import_the_docker_sdk():
+def test_importing_the_builder_and_target_does_not_import_the_docker_sdk():
     import subprocess
     import sys
 
-    code = "import sys, envmgr.backends.docker; print('docker' in sys.modules, 'requests' in sys.modules)"
+    code = ("import sys, envmgr.builders.image, envmgr.targets.container; "
+            "print('docker' in sys.modules, 'requests' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out == "False False\n"
 
 
-def test_run_without_an_image_says_to_realize_first():
-    backend = DockerBackend("docker://envmgr/demo")
-    assert backend.url == "docker://envmgr/demo"
+def test_run_without_an_image_says_to_apply_first():
+    target = ContainerTarget("docker://envmgr/demo")
     with pytest.raises(BackendError, match="names no image") as info:
-        backend.run(["true"])
+        target.run(["true"])
     assert "docker://REPOSITORY:TAG" in (info.value.hint or "")
-    assert DockerBackend("docker://envmgr/demo:abc").url == "docker://envmgr/demo:abc"
+    assert ContainerTarget("docker://envmgr/demo:abc").url == "docker://envmgr/demo:abc"
+    assert not ContainerTarget.runs_here and ContainerTarget.can_start
 
 
 def _spec_file(tmp_path: Path, docker: dict) -> Path:
@@ -397,15 +396,22 @@ def test_a_bad_repository_or_base_is_a_located_spec_error(tmp_path):
         assert problem.field == field and problem.line and "docker" in problem.expected
 
 
-def test_realize_refuses_a_bad_url_or_no_base_before_touching_the_daemon(tmp_path):
+def test_the_plan_refuses_a_bad_url_or_no_base_before_touching_the_daemon(tmp_path):
     no_base = load_spec(_spec_file(tmp_path, {}))
     with pytest.raises(UsageError, match="not a docker repository name"):
-        DockerBackend("docker://Not/A Repo").realize(no_base, [], print, tmp_path / "g")
+        ImageBuilder("docker://Not/A Repo").steps(no_base, [])
     with pytest.raises(UsageError, match="not an image reference"):
-        DockerBackend("docker://?base=debian:bookworm%0ARUN%20x").realize(no_base, [], print, tmp_path / "g")
+        ImageBuilder("docker://?base=debian:bookworm%0ARUN%20x").steps(no_base, [])
     with pytest.raises(UsageError, match="no base image"):
-        DockerBackend("docker://").realize(no_base, [], print, tmp_path / "g")
-    assert not (tmp_path / "g").exists()
+        ImageBuilder("docker://").steps(no_base, [])
+
+
+def test_the_image_steps_are_listed_without_the_daemon(tmp_path):
+    loaded = load_spec(_spec_file(tmp_path, {"base_image": "debian:bookworm", "wheelhouse": True}))
+    steps = ImageBuilder("docker://envmgr/demo").steps(loaded, [])
+    assert [s.name for s in steps] == ["base", "resolve", "context", "image"]
+    assert "debian:bookworm" in steps[0].summary and "wheelhouse" in steps[2].summary
+    assert "envmgr/demo:<context hash>" in steps[3].summary
 
 
 def test_the_image_lock_drops_comments_that_name_the_workdir():
@@ -445,8 +451,8 @@ class _FakeApi:
 
 def test_gpus_are_requested_only_where_the_daemon_has_the_nvidia_runtime():
     pytest.importorskip("docker")
-    with_gpus = DockerBackend("docker://x:y")._host_config(_FakeApi({"runc": {}, "nvidia": {}}))
+    with_gpus = ContainerTarget("docker://x:y")._host_config(_FakeApi({"runc": {}, "nvidia": {}}))
     (request,) = with_gpus["device_requests"]
     assert (request["Count"], request["Capabilities"]) == (-1, [["gpu"]])
     assert with_gpus["shm_size"] == "16g"
-    assert DockerBackend("docker://x:y")._host_config(_FakeApi({"runc": {}})) == {}
+    assert ContainerTarget("docker://x:y")._host_config(_FakeApi({"runc": {}})) == {}

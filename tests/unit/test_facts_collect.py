@@ -13,8 +13,8 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from envmgr.backends.base import CommandResult
-from envmgr.backends.local import LocalBackend
+from envmgr.targets.base import CommandResult
+from envmgr.targets.local import LocalTarget
 from envmgr.errors import CommandNotFound, CommandTimeout
 from envmgr.facts import Facts, collect_facts
 from envmgr.facts.collect import (
@@ -42,7 +42,7 @@ def fixture(name: str) -> str:
 class WithEnv:
     """A runner that adds variables to every command: the target's environment."""
 
-    def __init__(self, runner: LocalBackend, env: Mapping[str, str]) -> None:
+    def __init__(self, runner: LocalTarget, env: Mapping[str, str]) -> None:
         self.runner, self.env = runner, dict(env)
 
     def run(self, argv: Sequence[str], timeout: float = 60.0, env: Mapping[str, str] | None = None):
@@ -58,7 +58,7 @@ no_driver_here = pytest.mark.skipif(
 
 @no_driver_here
 def test_this_machine_has_no_gpu_and_says_why():
-    facts = collect_facts(LocalBackend(), python=sys.executable)
+    facts = collect_facts(LocalTarget(), python=sys.executable)
     assert facts.gpus == []
     assert facts.driver_version is None and facts.cuda_driver_version is None
     assert facts.nvml_error is None  # no driver is not an NVML failure
@@ -67,7 +67,7 @@ def test_this_machine_has_no_gpu_and_says_why():
 
 
 def test_this_machine_python_and_env():
-    facts = collect_facts(LocalBackend(), python=sys.executable)
+    facts = collect_facts(LocalTarget(), python=sys.executable)
     assert facts.python is not None
     assert facts.python.version == ".".join(map(str, sys.version_info[:3]))
     assert facts.python.packages["pydantic"] == pydantic.VERSION
@@ -81,21 +81,21 @@ def test_this_machine_python_and_env():
     any(Path("/usr/local").glob("cuda*")) or shutil.which("nvcc"), reason="this host has a CUDA toolkit"
 )
 def test_this_machine_has_no_toolkit_and_no_compiler():
-    facts = collect_facts(LocalBackend(), python=sys.executable)
+    facts = collect_facts(LocalTarget(), python=sys.executable)
     assert (facts.toolkits, facts.cuda_link, facts.compilers) == ([], None, [])
     assert facts.jit_nvcc() is None
     assert "toolkits" not in facts.missing and "compilers" not in facts.missing  # absent, not unknown
 
 
 def test_missing_python_is_recorded_not_raised():
-    facts = collect_facts(LocalBackend(), python="no-such-python-xyz")
+    facts = collect_facts(LocalTarget(), python="no-such-python-xyz")
     assert facts.python is None
     assert facts.missing["python"] == "no-such-python-xyz not found"
     assert facts.env  # the other facts are still there
 
 
 def test_facts_round_trip_as_json():
-    facts = collect_facts(LocalBackend(), python=sys.executable)
+    facts = collect_facts(LocalTarget(), python=sys.executable)
     assert Facts.model_validate_json(facts.model_dump_json()) == facts
 
 
@@ -142,7 +142,7 @@ def cuda_root(tmp_path: Path) -> Path:
 
 
 def test_toolkit_listing_script_on_a_fake_root(cuda_root: Path):
-    facts = collect_facts(LocalBackend(), python=sys.executable, cuda_root=str(cuda_root))
+    facts = collect_facts(LocalTarget(), python=sys.executable, cuda_root=str(cuda_root))
     assert facts.cuda_link == str(cuda_root / "cuda-13.0")
     assert facts.toolkits == [
         ToolkitFact(path=str(cuda_root / "cuda-13.0"), version="13.0.2"),
@@ -154,7 +154,7 @@ def test_toolkit_listing_script_on_a_fake_root(cuda_root: Path):
 def test_toolkit_without_version_json_takes_its_nvcc_version(cuda_root: Path):
     # seen on the H200 image: /usr/local/cuda-13.0 has no version.json (docs/evidence/h200-facts/)
     (cuda_root / "cuda-13.0" / "version.json").unlink()
-    facts = collect_facts(LocalBackend(), python=sys.executable, cuda_root=str(cuda_root))
+    facts = collect_facts(LocalTarget(), python=sys.executable, cuda_root=str(cuda_root))
     (toolkit,) = [t for t in facts.toolkits if t.path.endswith("cuda-13.0")]
     assert toolkit.version == "13.0.88"
 
@@ -163,7 +163,7 @@ def test_compilers_found_the_ways_flashinfer_looks(cuda_root: Path):
     # CUDA_HOME names 12.8 while PATH and /usr/local/cuda give 13.0: FlashInfer's JIT takes
     # CUDA_HOME first (the flashinfer#5145 situation), and the facts must show both.
     runner = WithEnv(
-        LocalBackend(),
+        LocalTarget(),
         {"CUDA_HOME": str(cuda_root / "cuda-12.8"), "PATH": f"{cuda_root / 'cuda-13' / 'bin'}:/usr/bin:/bin"},
     )
     facts = collect_facts(runner, python=sys.executable, cuda_root=str(cuda_root))
@@ -183,7 +183,7 @@ def test_compilers_found_the_ways_flashinfer_looks(cuda_root: Path):
 
 
 def test_flashinfer_nvcc_may_be_a_bare_name_on_path(cuda_root: Path):
-    runner = WithEnv(LocalBackend(), {"FLASHINFER_NVCC": "nvcc", "PATH": f"{cuda_root / 'cuda-12.8' / 'bin'}:/bin"})
+    runner = WithEnv(LocalTarget(), {"FLASHINFER_NVCC": "nvcc", "PATH": f"{cuda_root / 'cuda-12.8' / 'bin'}:/bin"})
     facts = collect_facts(runner, python=sys.executable, cuda_root=str(cuda_root))
     jit = facts.jit_nvcc()
     assert jit is not None
@@ -193,7 +193,7 @@ def test_flashinfer_nvcc_may_be_a_bare_name_on_path(cuda_root: Path):
 def test_a_compiler_that_fails_is_recorded_in_missing(cuda_root: Path):
     broken = cuda_root / "cuda-13.0" / "bin" / "nvcc"
     broken.write_text("#!/bin/sh\necho 'nvcc: error while loading shared libraries' >&2\nexit 127\n")
-    facts = collect_facts(LocalBackend(), python=sys.executable, cuda_root=str(cuda_root))
+    facts = collect_facts(LocalTarget(), python=sys.executable, cuda_root=str(cuda_root))
     assert all(c.release != "13.0" or c.kind == "ptxas" for c in facts.compilers)
     assert "exited with status 127: nvcc: error while loading shared libraries" in facts.missing[
         f"compilers:{broken}"
@@ -223,7 +223,7 @@ def nvcc_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_pip_nvcc_wheels_are_found_with_their_package(nvcc_venv: Path):
-    facts = collect_facts(LocalBackend(), python=str(nvcc_venv / "bin" / "python"))
+    facts = collect_facts(LocalTarget(), python=str(nvcc_venv / "bin" / "python"))
     pip_compilers = sorted(
         (c.origin, c.kind, c.version, c.release, c.path.split("site-packages/")[1])
         for c in facts.compilers
@@ -248,7 +248,7 @@ def test_pip_nvcc_used_through_cuda_home(nvcc_venv: Path):
     python = nvcc_venv / "bin" / "python"
     probe = [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
     prefix = Path(subprocess.run(probe, check=True, capture_output=True, text=True).stdout.strip(), "nvidia", "cu13")
-    facts = collect_facts(WithEnv(LocalBackend(), {"CUDA_HOME": str(prefix)}), python=str(python))
+    facts = collect_facts(WithEnv(LocalTarget(), {"CUDA_HOME": str(prefix)}), python=str(python))
     jit = facts.jit_nvcc()
     assert jit == CompilerFact(
         path=str(prefix / "bin" / "nvcc"), kind="nvcc", version="13.0.88", release="13.0", origin="CUDA_HOME"

@@ -13,8 +13,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envmgr.backends import default_url, make_url, split_url
-from envmgr.backends.dockerfile import render_dockerfile
+from envmgr.targets.urls import default_url, make_url, split_url
+from envmgr.builders.dockerfile import render_dockerfile
 from envmgr.bench.command import server_command
 from envmgr.bench.load import load_argv
 from envmgr.errors import SpecError

@@ -1,4 +1,4 @@
-"""LocalBackend against real subprocesses."""
+"""LocalTarget against real subprocesses."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from envmgr.backends.base import CommandResult
-from envmgr.backends.local import LocalBackend
+from envmgr.targets.base import CommandResult
+from envmgr.targets.local import LocalTarget
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 
 
 @pytest.fixture
 def backend():
-    with LocalBackend() as local:
+    with LocalTarget() as local:
         yield local
 
 
@@ -33,7 +33,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def test_context_manager_gives_a_working_backend_and_close_is_repeatable():
-    with LocalBackend() as local:
+    with LocalTarget() as local:
         assert local.run(["echo", "hi"]).stdout == "hi\n"
     local.close()  # closing twice is harmless
     assert local.run(["true"]).ok  # stateless: still usable

@@ -12,7 +12,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from envmgr.backends.ansible import driver_runs, probe_result
+from envmgr.ansible.probes import driver_runs, probe_result
 from envmgr.probes.contract import MARKER, WRAPPER
 
 DRIVER = resources.files("envmgr.probes").joinpath("driver.py").read_text(encoding="utf-8")

@@ -9,7 +9,8 @@ import uuid
 
 import pytest
 
-from envmgr.backends.local import LocalBackend
+from envmgr.targets.base import Target
+from envmgr.targets.local import LocalTarget
 from envmgr.probes import runner
 from envmgr.probes.contract import MARKER, WRAPPER
 from envmgr.probes.runner import ProbeInfo, parse_output, run_probe, run_probes
@@ -43,7 +44,7 @@ def add_probe(monkeypatch, probe_id: str, body: str, timeout: float = 30, exclus
 
 def test_a_probe_that_raises_is_an_error_with_its_traceback(monkeypatch):
     add_probe(monkeypatch, "boom", "def probe(args):\n    raise ValueError('bad ' + args['why'])")
-    result = run_probe(LocalBackend(), sys.executable, "boom", {"why": "input"})
+    result = run_probe(LocalTarget(), sys.executable, "boom", {"why": "input"})
     assert result.status == "error" and result.summary == "ValueError: bad input"
     assert "Traceback" in result.details["traceback"]
 
@@ -58,7 +59,7 @@ def test_a_hanging_probe_is_killed_with_its_children_and_the_others_complete(mon
         "    time.sleep(300)\n"), timeout=2)
     add_probe(monkeypatch, "quick", "def probe(args):\n    return {'status': 'pass', 'summary': 'done'}")
     started = time.monotonic()
-    results = run_probes(LocalBackend(), sys.executable, ["hang", "quick"], {})
+    results = run_probes(LocalTarget(), sys.executable, ["hang", "quick"], {})
     elapsed = time.monotonic() - started
     by_id = {r.probe: r for r in results}
     assert by_id["hang"].status == "error" and "timed out after 2s" in by_id["hang"].summary
@@ -92,7 +93,7 @@ def test_sigterm_while_probes_run_stops_them_all_at_once(monkeypatch, exclusive)
     try:
         timer.start()
         with pytest.raises(Terminated):
-            run_probes(LocalBackend(), sys.executable, ["slow_a", "slow_b"], {})
+            run_probes(LocalTarget(), sys.executable, ["slow_a", "slow_b"], {})
     finally:
         timer.cancel()
         signal.signal(signal.SIGTERM, old)
@@ -122,19 +123,19 @@ def overlap(x: dict, y: dict) -> bool:
 
 def test_on_host_files_all_start_together_and_exclusive_ones_take_turns(monkeypatch):
     timed_probes(monkeypatch)
-    r = {p.probe: p.details for p in run_probes(LocalBackend(), sys.executable, ["a", "b", "c", "d"], {})}
+    r = {p.probe: p.details for p in run_probes(LocalTarget(), sys.executable, ["a", "b", "c", "d"], {})}
     assert overlap(r["a"], r["b"])
     assert r["c"]["lock"] and r["c"]["lock"] == r["d"]["lock"] and r["a"]["lock"] is None
     assert not overlap(r["c"], r["d"])  # the GPU lock made them take turns
 
 
-class ContainerLike:
-    """A runner whose commands do not share this host's files (like docker://)."""
+class ContainerLike(Target):
+    """A target whose commands do not share this host's files (like docker://: runs_here False)."""
 
     url = "docker://example"
 
     def __init__(self) -> None:
-        self.local = LocalBackend()
+        self.local = LocalTarget()
 
     def run(self, argv, timeout=60.0, env=None):
         return self.local.run(argv, timeout=timeout, env=env)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.backends.local import LocalBackend
+from envmgr.targets.local import LocalTarget
 from envmgr.probes.runner import load_module, run_probe
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
@@ -51,7 +51,7 @@ def test_torch_arch_coverage(arch_list, cc, expected):
 
 @pytest.mark.parametrize("probe", ["gpu", "torch_cuda", "flashinfer_jit", "flashinfer_allreduce_fusion"])
 def test_without_gpu_or_libraries_the_probes_skip_with_a_reason(probe):
-    result = run_probe(LocalBackend(), sys.executable, probe, {})
+    result = run_probe(LocalTarget(), sys.executable, probe, {})
     assert result.status == "skip", result.summary
     assert result.summary  # the reason
 

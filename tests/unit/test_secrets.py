@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.backends.dockerfile import image_env, render_dockerfile
+from envmgr.builders.dockerfile import image_env, render_dockerfile
 from envmgr.cli import main
 from envmgr.secrets import REDACTED, Redactor, looks_secret, secret_names
 from envmgr.spec import Spec

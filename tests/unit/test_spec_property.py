@@ -202,8 +202,8 @@ def use(spec) -> None:
     """What a loaded spec feeds (a Dockerfile, a backend URL, server argv, the redactor, the
     compat rules, a plan) takes it without an exception: validation let nothing through
     that a later stage cannot handle."""
-    from envmgr.backends import default_url, split_url
-    from envmgr.backends.dockerfile import render_dockerfile
+    from envmgr.targets.urls import default_url, split_url
+    from envmgr.builders.dockerfile import render_dockerfile
     from envmgr.bench.command import server_command
     from envmgr.compat import evaluate
     from envmgr.plan import plan, state_from_spec

@@ -11,27 +11,24 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from envmgr.backends import inflight
-from envmgr.backends.base import Closing, CommandResult, checked_argv
-from envmgr.backends.process import start_in_group
-from envmgr.backends.service import LocalService
 from envmgr.errors import CommandTimeout
-
-if TYPE_CHECKING:
-    from envmgr.facts.model import Facts
+from envmgr.targets import inflight
+from envmgr.targets.base import CommandResult, Target, checked_argv
+from envmgr.targets.process import start_in_group
+from envmgr.targets.service import LocalService
 
 # After the group is killed, how long to wait for the pipes to close. A process that
 # left the group (setsid) may still hold them; we do not wait for it forever.
 _DRAIN_AFTER_KILL_S = 5.0
 
 
-class LocalBackend(Closing):
+class LocalTarget(Target):
     """Runs argv lists on the local host. Stateless; ``close()`` is there for the protocol."""
 
     url = "local://"
-    python = "python3"
+    can_start = True
+    runs_here = True
 
     def run(
         self,
@@ -63,20 +60,9 @@ class LocalBackend(Closing):
             duration_s=time.monotonic() - started,
         )
 
-    def facts(self) -> Facts:
-        """What this host has now (driver, GPUs, toolkits, nvcc, python, env)."""
-        from envmgr.facts.collect import collect_facts  # facts imports backends: avoid a cycle
-
-        return collect_facts(self)
-
     def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> LocalService:
         """A long-running command (a server) in its own process group."""
         return LocalService(argv, env)
-
-    def close(self) -> None:
-        """Nothing to release: every command's processes are gone when ``run`` returns."""
-
-
 
 
 

@@ -1,7 +1,7 @@
-"""Long-running commands in an environment (a server): ``backend.start(argv, env)``.
+"""Long-running commands on a target (a server): ``target.start(argv, env)``.
 
-``run`` is for commands that finish; a benchmark server does not, so backends that can host
-one also offer ``start``, which returns a ``Service``: its output line by line, whether it
+``run`` is for commands that finish; a benchmark server does not, so targets that can host
+one (``can_start``) also offer ``start``, which returns a ``Service``: its output line by line, whether it
 has exited, and ``stop``, which takes the whole process tree down (an SGLang server is a
 launcher plus one scheduler process per GPU; any survivor keeps its GPU memory).
 
@@ -17,32 +17,9 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
-from envmgr.backends.base import checked_argv
-from envmgr.backends.process import start_in_group
-
-
-class Service(Protocol):
-    """A started command: read its output, watch it, stop it and all it started."""
-
-    description: str
-
-    def lines(self) -> Iterator[str]:
-        """Output lines (stdout and stderr together) until the command's output ends."""
-        ...
-
-    def poll(self) -> int | None:
-        """The exit code once it has exited, else None."""
-        ...
-
-    def stop(self, grace_s: float = 10.0) -> int | None:
-        """TERM, then KILL after ``grace_s``: afterwards nothing it started is running."""
-        ...
-
-    def leftovers(self) -> list[str]:
-        """What is still running after ``stop`` (pids, a container): empty when clean."""
-        ...
+from envmgr.targets.base import checked_argv
+from envmgr.targets.process import start_in_group
 
 
 class LocalService:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from envmgr.backends.base import CommandResult
+from envmgr.targets.base import CommandResult
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 
 

@@ -1,0 +1,94 @@
+"""What every builder offers: ``steps(loaded, actions)``, the list that ``plan`` shows and
+``apply`` executes, one by one, into a new generation's directory (pyinfra's way: planning
+and applying go through the same list, so they cannot disagree).
+
+Listing steps has no side effects beyond checks that fail fast (a wrong URL, a missing
+inventory); a step does its work only when executed, into ``Build.workdir``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from envmgr.plan import Action
+    from envmgr.progress import Progress
+    from envmgr.spec.load import LoadedSpec
+
+
+@dataclass(frozen=True)
+class Realized:
+    """What a build made: the target URL that runs in it, where it lives and its lock."""
+
+    target: str  # e.g. venv:///…/generations/3/venv or docker://envmgr/cuda13:<tag>
+    location: str  # venv path, image id, the hosts' env directory
+    lock: str  # requirements-format lock: name==version --hash=sha256:...
+    details: dict = field(default_factory=dict)  # builder-specific (image tag, python, rollout report)
+
+
+@dataclass
+class Build:
+    """One build in progress: what the steps read and what they leave for the next."""
+
+    loaded: LoadedSpec
+    workdir: Path  # the new generation's directory
+    progress: Progress
+    lock: str = ""
+    realized: Realized | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # short and stable: resolve, venv, install, env, base, context, image, provision, ...
+    summary: str  # what it will do, as `envmgr plan` shows it
+    execute: Callable[[Build], None] = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"step": self.name, "summary": self.summary}
+
+
+class Builder:
+    """Turns a spec into steps. Subclasses set ``kind`` and implement ``steps``."""
+
+    kind: ClassVar[str] = ""
+    can_check: ClassVar[bool] = False  # a check mode on the real target (ansible --check --diff)
+
+    def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:  # pragma: no cover
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def execute(steps: Sequence[Step], build: Build) -> Realized:
+    """Run ``steps`` in order with ``[n/N]`` progress; the last one leaves what was built."""
+    for number, step in enumerate(steps, 1):
+        build.progress(f"[{number}/{len(steps)}] {step.summary}")
+        step.execute(build)
+    if build.realized is None:  # a builder whose last step realized nothing: a bug, said plainly
+        raise RuntimeError(f"the steps {[s.name for s in steps]} built nothing")
+    return build.realized
+
+
+def package_changes(actions: Sequence[Action], limit: int = 4) -> str:
+    """``torch: 2.9.1 -> 2.10.0, flashinfer-python: 0.6.0 (+3 more)`` from a plan's package actions."""
+    changes = [a.summary() for a in actions if a.kind.startswith("package.")]
+    if not changes:
+        return "no package changes"
+    shown = ", ".join(changes[:limit])
+    return shown + (f" (+{len(changes) - limit} more)" if len(changes) > limit else "")
+
+
+def realize(builder: Builder, loaded: LoadedSpec, actions: Sequence[Action], progress: Progress,
+            workdir: Path) -> Realized:
+    """Plan and execute in one call (what apply does between its confirmation and its commit)."""
+    return execute(builder.steps(loaded, actions), Build(loaded, workdir, progress))

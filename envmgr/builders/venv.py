@@ -1,0 +1,144 @@
+"""The venv builder: a new venv per generation on this host.
+
+Steps: resolve the lock (uv, with hashes); create the venv from an interpreter of the spec's
+Python version; install exactly the lock (``uv pip sync --require-hashes``, or pip); record
+the environment (``envmgr-env.json``, 0600: the spec's env and a pip toolkit's CUDA_HOME/PATH)
+that the venv target gives every command. The venv is ``<generation>/venv``, or
+``<realize.venv.path or the URL's path>/generation-N`` where generations of it live elsewhere.
+The driver and system toolkits are the host's own: checked before, never built here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envmgr import failpoints
+from envmgr.builders.base import Build, Builder, Realized, Step, package_changes
+from envmgr.errors import BackendError
+from envmgr.lock import resolve, uv_binary
+from envmgr.progress import prefixed
+from envmgr.state import write_atomic
+from envmgr.targets.base import CommandResult
+from envmgr.targets.process import stream
+from envmgr.targets.urls import make_url, split_url, venv_installer
+from envmgr.targets.venv import ENV_FILE, PATH_PREPEND
+from envmgr.toolkits import pip_cuda_prefix
+
+if TYPE_CHECKING:
+    from envmgr.plan import Action
+    from envmgr.spec.load import LoadedSpec
+    from envmgr.spec.models import Spec
+
+
+class VenvBuilder(Builder):
+    kind = "venv"
+
+    def __init__(self, url: str = "venv://") -> None:
+        self.root = split_url(url)[1]  # where generations of the venv live; "" = in the generation
+        self.installer = venv_installer(url)
+
+    def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:
+        spec = loaded.spec
+        root = self.root or spec.realize.venv.path
+        where = f"{root}/generation-N" if root else "the generation's venv/"
+        env_changes = [a for a in actions if a.kind.startswith("env.") or a.kind.startswith("toolkit.")]
+        return [
+            Step("resolve", f"resolve {len(spec.python.packages)} package pins for Python "
+                            f"{spec.python.version} into a hashed lock (uv)", _resolve),
+            Step("venv", f"create a Python {spec.python.version} venv at {where} ({self.installer})",
+                 lambda build: self._create(build, root)),
+            Step("install", f"install the lock with {self.installer}, hashes required: "
+                            f"{package_changes(actions)}", self._install),
+            Step("env", f"record the environment: {len(spec.env)} variable(s) from the spec"
+                        + (", CUDA_HOME/PATH of the pip toolkit" if _has_pip_toolkit(spec) else "")
+                        + (f" ({len(env_changes)} change(s))" if env_changes else ""), self._record),
+        ]
+
+    # --- the steps ------------------------------------------------------------------------
+
+    def _create(self, build: Build, root: str) -> None:
+        venv = Path(root) / f"generation-{build.workdir.name}" if root else build.workdir / "venv"
+        if venv.exists():  # another home's generation N, or a leftover: never built over
+            raise BackendError(f"{venv} already exists", hint="remove it, or give realize.venv.path another folder")
+        python = find_interpreter(build.loaded.spec.python.version)
+        build.progress(f"creating the venv at {venv} from {python}")
+        if self.installer == "uv":
+            argv = [uv_binary(), "venv", "--quiet", "--python", python, str(venv)]
+        else:
+            argv = [python, "-m", "venv", str(venv)]
+        _check(stream(argv, prefixed(build.progress, self.installer)), "creating the venv")
+        failpoints.reach("venv-created")
+        build.realized = Realized(make_url("venv", str(venv)), str(venv), build.lock,
+                                  {"python": str(python), "installer": self.installer})
+
+    def _install(self, build: Build) -> None:
+        venv = Path(_realized(build).location)
+        python = str(venv / "bin" / "python")
+        lock = build.workdir / "lock.txt"  # written by uv when the lock was resolved
+        if self.installer == "uv":
+            argv = [uv_binary(), "pip", "sync", "--require-hashes", "--python", python, str(lock)]
+        else:
+            argv = [python, "-m", "pip", "install", "--no-input", "--require-hashes", "--no-deps", "-r", str(lock)]
+        log = prefixed(build.progress, self.installer)
+
+        def on_line(line: str) -> None:
+            failpoints.reach("installing")  # a crash test kills us mid-install here
+            log(line)
+
+        _check(stream(argv, on_line), "installing the lock")
+        failpoints.reach("installed")
+
+    def _record(self, build: Build) -> None:
+        venv = Path(_realized(build).location)
+        extra = toolkit_environment(build.loaded.spec, venv)
+        # 0600: it is where the environment's secrets live (envmgr.secrets), for run and start
+        write_atomic(venv / ENV_FILE, json.dumps(extra, indent=2, sort_keys=True), mode=0o600)
+
+
+def _resolve(build: Build) -> None:
+    spec = build.loaded.spec
+    failpoints.reach("resolve")
+    build.lock = resolve(spec, build.workdir, spec.python.version, prefixed(build.progress, "uv"))
+    failpoints.reach("resolved")
+
+
+def _realized(build: Build) -> Realized:
+    assert build.realized is not None, "the venv step runs before install and env"
+    return build.realized
+
+
+def _has_pip_toolkit(spec: Spec) -> bool:
+    return spec.cuda is not None and spec.cuda.selected.source == "pip"
+
+
+def find_interpreter(version: str) -> str:
+    """An interpreter of ``version`` (major.minor) on this host; no downloads."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        return sys.executable
+    found = shutil.which(f"python{version}")
+    if found:
+        return found
+    raise BackendError(f"no Python {version} interpreter on this host (looked for python{version})",
+                       hint=f"install Python {version}, or set python.version to "
+                            f"{sys.version_info.major}.{sys.version_info.minor}")
+
+
+def toolkit_environment(spec: Spec, venv: Path) -> dict:
+    """The spec's env, plus CUDA_HOME and PATH of a toolkit that comes from pip wheels."""
+    env: dict = {k: str(v) for k, v in spec.env.items()}
+    prefix = pip_cuda_prefix(spec, venv)
+    if prefix is not None:
+        env.setdefault("CUDA_HOME", str(prefix))
+        env[PATH_PREPEND] = [str(prefix / "bin")]
+    return env
+
+
+def _check(result: CommandResult, what: str) -> None:
+    if result.returncode != 0:
+        tail = " | ".join(result.stdout.strip().splitlines()[-5:])
+        raise BackendError(f"{what} failed (exit {result.returncode}): {tail}")

@@ -1,0 +1,102 @@
+"""What every target offers: ``run(argv, timeout, env) -> CommandResult``, its URL, its
+interpreter, and its capabilities as class flags (declared, never probed with ``hasattr``).
+
+Probes, facts, verify and benchmarks only ever call ``run`` (and ``start`` where
+``can_start``): they never know whether they are in a venv, a container or on a host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command did: its argv, exit code, output and how long it took."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class Runner(Protocol):
+    """Anything that can run an argv list (every target is one; so are test doubles)."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: float = 60.0,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult: ...
+
+
+def checked_argv(argv: Sequence[str]) -> list[str]:
+    """An argv list of strings; a bare string would be taken as one program name, so refuse it."""
+    if isinstance(argv, str | bytes) or not argv:
+        raise TypeError(f"argv must be a non-empty list of strings, got {argv!r}")
+    args = list(argv)
+    if not all(isinstance(arg, str) for arg in args):
+        raise TypeError(f"argv items must be strings, got {args!r}")
+    return args
+
+
+class Service(Protocol):
+    """A started command: read its output, watch it, stop it and all it started."""
+
+    description: str
+
+    def lines(self) -> Iterator[str]:
+        """Output lines (stdout and stderr together) until the command's output ends."""
+        ...
+
+    def poll(self) -> int | None:
+        """The exit code once it has exited, else None."""
+        ...
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        """TERM, then KILL after ``grace_s``: afterwards nothing it started is running."""
+        ...
+
+    def leftovers(self) -> list[str]:
+        """What is still running after ``stop`` (pids, a container): empty when clean."""
+        ...
+
+
+class Target:
+    """Where commands run. Subclasses set the flags and implement ``run`` (and ``start``)."""
+
+    url: str = ""
+    interpreter: str = "python3"  # the environment's own Python, as commands there name it
+    can_start: ClassVar[bool] = False  # long-running services (a server) via start()
+    runs_here: ClassVar[bool] = False  # its processes are this machine's (process groups, ports)
+
+    def run(self, argv: Sequence[str], timeout: float = 60.0,
+            env: Mapping[str, str] | None = None) -> CommandResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Service:
+        from envmgr.errors import UsageError
+
+        raise UsageError(f"{self.url} cannot start a server",
+                         hint="use local://, venv:// or docker://IMAGE for a benchmark server")
+
+    def environment(self) -> dict[str, str]:
+        """The variables every command here gets before the caller's (``envmgr env`` prints them)."""
+        return {}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

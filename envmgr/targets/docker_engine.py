@@ -1,0 +1,100 @@
+"""The Docker engine, for the container target and the image builder: one client, and the one
+boundary where docker SDK and requests exceptions become ``BackendError`` (chained ``from exc``).
+The ``docker`` package is imported only when a container is run or an image built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from envmgr.errors import BackendError
+
+if TYPE_CHECKING:
+    from docker import APIClient
+
+API_TIMEOUT_S = 120  # one API call (not builds: they stream for as long as they take)
+DAEMON_HINT = ("start the Docker daemon, check DOCKER_HOST, and that this user may use its socket "
+               "(member of the docker group, or root)")
+
+
+def connect(timeout: int = API_TIMEOUT_S) -> APIClient:
+    """A low-level client of the daemon that DOCKER_HOST (or the default socket) names."""
+    try:
+        import docker
+        from docker.utils import kwargs_from_env
+    except ImportError as exc:
+        raise BackendError("the docker Python package is not installed", hint="pip install docker") from exc
+    import requests
+    from docker.errors import DockerException
+
+    try:
+        api = docker.APIClient(version="auto", timeout=timeout, **kwargs_from_env())
+        api.ping()
+    except (DockerException, requests.exceptions.RequestException) as exc:
+        raise BackendError(f"cannot reach the Docker daemon: {exc}", hint=DAEMON_HINT) from exc
+    return api
+
+
+@contextmanager
+def translated(what: str, passthrough: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """docker SDK and requests exceptions -> BackendError (ours and ``passthrough`` pass)."""
+    import requests
+    from docker.errors import DockerException
+
+    try:
+        yield
+    except passthrough:
+        raise
+    except requests.exceptions.ConnectionError as exc:
+        raise BackendError(f"{what}: lost the Docker daemon: {exc}", hint=DAEMON_HINT) from exc
+    except (DockerException, requests.exceptions.RequestException) as exc:
+        raise BackendError(f"{what}: {explain(exc)}") from exc
+
+
+def explain(exc: BaseException) -> str:
+    explanation = getattr(exc, "explanation", None)
+    return str(explanation or exc)
+
+
+def is_timeout(exc: BaseException) -> bool:
+    import requests
+
+    seen: BaseException | None = exc
+    while seen is not None:  # requests wraps urllib3's ReadTimeoutError in a ConnectionError
+        if isinstance(seen, requests.exceptions.Timeout) or "timed out" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def kill_container(api: APIClient, container: str) -> None:
+    try:
+        with translated(f"killing container {container[:12]}"):
+            api.kill(container)
+    except BackendError:
+        pass  # it exited between the timeout and the kill; the forced removal follows anyway
+
+
+def remove_container(api: APIClient, container: str) -> None:
+    from docker.errors import NotFound
+
+    try:
+        with translated(f"removing container {container[:12]}", passthrough=(NotFound,)):
+            api.remove_container(container, force=True)
+    except NotFound:
+        pass  # already gone
+
+
+def remove_container_quietly(api: APIClient, container: str) -> None:
+    # Another error is on its way up: a failed removal must not replace it.
+    try:
+        remove_container(api, container)
+    except BackendError:
+        pass
+
+
+
+def short_id(image_id: str) -> str:
+    return image_id.removeprefix("sha256:")[:12]
