@@ -5,7 +5,7 @@
 Starts HOSTS containers of the base image (envmgr/base:bookworm, no network) as hosts
 reached through Ansible's community.docker.docker connection, provisions them once from a
 small spec (driver pin, CUDA 13.0 nvcc from wheels, a Python 3.11 venv), then times RUNS
-no-op re-provisions: `AnsibleBackend.realize` of the same spec into a fresh generation
+no-op re-provisions: the fleet builder's steps for the same spec into a fresh generation
 directory, which must report changed=0 on every host. Reported: the median and every run,
 split into preparing on the controller (lock resolution, wheel cache) and the playbook.
 The containers are removed at the end.
@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envmgr.backends.ansible import AnsibleBackend  # noqa: E402
+from envmgr.builders.base import realize  # noqa: E402
+from envmgr.builders.fleet import FleetBuilder  # noqa: E402
 from envmgr.spec import load_spec  # noqa: E402
 
 BASE_IMAGE = "envmgr/base:bookworm"
@@ -70,9 +71,9 @@ def write_inventory(path: Path, names: list[str]) -> None:
                     encoding="utf-8")
 
 
-def provision(backend: AnsibleBackend, loaded, workdir: Path) -> dict:
+def provision(builder: FleetBuilder, loaded, workdir: Path) -> dict:
     timeline = Timeline()
-    realized = backend.realize(loaded, [], timeline, workdir)
+    realized = realize(builder, loaded, [], timeline, workdir)
     done = time.perf_counter()
     changed = {host: result["changed"] for host, result in realized.details["hosts"].items()}
     tasks = {host: result["changed_tasks"] for host, result in realized.details["hosts"].items()
@@ -102,9 +103,9 @@ def main() -> int:
             spec = where / "spec.yaml"
             spec.write_text(SPEC.format(serial=args.serial), encoding="utf-8")
             loaded = load_spec(spec)
-            backend = AnsibleBackend(f"ansible://all?inventory={inventory}&apt=offline")
-            first = provision(backend, loaded, where / "gen-0")
-            runs = [provision(backend, loaded, where / f"gen-{i}") for i in range(1, args.runs + 1)]
+            builder = FleetBuilder(f"ansible://all?inventory={inventory}&apt=offline")
+            first = provision(builder, loaded, where / "gen-0")
+            runs = [provision(builder, loaded, where / f"gen-{i}") for i in range(1, args.runs + 1)]
     finally:
         for container in containers:
             container.remove(force=True)

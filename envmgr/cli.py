@@ -449,7 +449,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         if a.json:
             _emit([{"env": c.env.info.label, "config": c.config, "argv": list(c.command.argv),
                     "env_vars": c.shown_env, "load_argv": list(c.load_argv),
-                    "problems": list(c.problems), "would_launch": not c.blocked} for c in cells])
+                    "problems": [p.to_dict() for p in c.problems], "would_launch": not c.blocked} for c in cells])
         else:
             from envmgr.report.console import render_cells
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
@@ -28,6 +28,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
+from envmgr.findings import Finding
 from envmgr.severity import Severity
 from envmgr.severity import rank as severity_rank
 from envmgr.spec.models import FlagName, FlagValue
@@ -251,23 +252,6 @@ def parse_release(version: str | None) -> Version | None:
 # The check
 
 
-@dataclass(frozen=True)
-class FlagProblem:
-    """One thing wrong with a flag of a benchmark config: what, what to do, and where."""
-
-    severity: Severity
-    id: str
-    flag: str
-    message: str
-    fix: str
-    field: str
-    # the flag change that fixes it keeping the setting (false drops a flag): advise applies it
-    edit: dict[str, FlagValue] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 @dataclass
 class _Check:
     """State of one check_flags call: the table, the release and who said what."""
@@ -275,7 +259,7 @@ class _Check:
     table: FlagTable
     version: Version | None
     where: Callable[[str], str]
-    problems: list[FlagProblem]
+    problems: list[Finding]
     setting_given: dict[str, str]
 
     @property
@@ -290,14 +274,15 @@ class _Check:
     def add(self, severity: Severity, id_: str, flag: str, message: str, fix: str,
             edit: dict[str, FlagValue] | None = None) -> None:
         at = self.where(flag) if flag else ""  # a problem of the version, not of one flag
-        self.problems.append(FlagProblem(severity, id_, flag, message, fix, at, edit or {}))
+        self.problems.append(Finding(id=id_, severity=severity, message=message, fix=fix, field=at,
+                                     flag=flag, edit=tuple((edit or {}).items())))
 
     def present(self, entry: Entry) -> bool:
         return self.version is None or entry.span.has(self.version)
 
 
 def check_flags(flags: Mapping[str, FlagValue], sglang_version: str | None,
-                where: Callable[[str], str] | None = None) -> list[FlagProblem]:
+                where: Callable[[str], str] | None = None) -> list[Finding]:
     """Problems of ``flags`` (name -> value, as ``Benchmarks.flags_of`` gives) for a release.
 
     ``where`` turns a flag name into the spec field it came from (default: the name). With

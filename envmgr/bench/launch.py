@@ -29,7 +29,8 @@ from typing import Literal
 
 from envmgr.targets.base import Target
 from envmgr.bench.command import ServerCommand
-from envmgr.bench.triage import Finding, Triage, clean_line, signal_name
+from envmgr.bench.triage import Triage, clean_line, signal_name
+from envmgr.findings import Finding
 from envmgr.errors import BackendError, LaunchError, UsageError
 
 READY_LINE = "The server is fired up and ready to roll!"

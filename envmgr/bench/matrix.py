@@ -23,23 +23,21 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envmgr.targets import open_target
 from envmgr.targets.urls import split_url
 from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
-from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, root_cause, write_result
+from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, write_result
 from envmgr.bench.triage import load_signatures, triage_file
 from envmgr.errors import BackendError, UsageError
+from envmgr.findings import Finding, root_cause
 from envmgr.lock import locked_versions
 from envmgr.secrets import Redactor
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin
-
-if TYPE_CHECKING:
-    from envmgr.compat.evaluate import Finding
 
 Progress = Callable[[str], None]
 VERSION_PACKAGES = ("sglang", "torch", "flashinfer-python")
@@ -64,7 +62,7 @@ class Cell:
     config: str
     command: ServerCommand
     load_argv: tuple[str, ...]
-    problems: tuple[dict[str, Any], ...] = ()  # flag problems and compat findings, errors first
+    problems: tuple[Finding, ...] = ()  # flag problems and compat findings, errors first
     limits: Limits = Limits()
     load_timeout_s: float = 3600.0
     load_summary: str = ""
@@ -82,7 +80,7 @@ class Cell:
 
     @property
     def blocked(self) -> bool:
-        return any(p["severity"] == "error" for p in self.problems)
+        return any(p.fatal for p in self.problems)
 
 
 @dataclass
@@ -181,7 +179,7 @@ def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
             # the stack's secrets reach the server through its environment (images never hold them)
             command = replace(command, env={**stack_secrets, **command.env})
             load = load_argv(python, bench.load, command, env.sglang)
-            problems = [_problem(f) for f in findings
+            problems = [f for f in findings
                         if config in f.configs or (f.field.startswith("benchmarks.") and not f.configs)]
             cells.append(Cell(env, config, command, tuple(load), tuple(problems),
                               limits, bench.load.timeout_s, _load_summary(bench.load), redact,
@@ -222,12 +220,6 @@ def _as_installed(env: Env) -> Spec:
     return env.spec.model_copy(update={"python": python})
 
 
-def _problem(finding: Finding) -> dict[str, Any]:
-    # A compat finding in the shape of a triage finding, so that a report shows either the same way.
-    return {"severity": finding.severity, "id": finding.rule, "message": finding.message, "fix": finding.fix,
-            "field": finding.field, "line": 0, "values": {}, "text": ""}
-
-
 # --- running ------------------------------------------------------------------------------
 
 
@@ -263,12 +255,12 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
                 server_env=cell.shown_env, load_argv=cell.load_argv, started=started,
                 load_params=dict(cell.load_params))
     if cell.blocked:
-        first = next(p for p in cell.problems if p["severity"] == "error")
-        return CellResult(**base, outcome="skipped", summary=f"not launched: {first['id']}: {first['message']}; fix: {first['fix']}",
-                          findings=tuple(p for p in cell.problems if p["severity"] == "error"),
-                          finished=time.time())
+        errors = tuple(p for p in cell.problems if p.fatal)
+        first = errors[0]
+        return CellResult(**base, outcome="skipped", summary=f"not launched: {first.id}: {first.message}; fix: {first.fix}",
+                          findings=errors, finished=time.time())
     for problem in cell.problems:
-        progress(f"  {problem['severity']}: {problem['id']}: {problem['message']}")
+        progress(f"  {problem.severity}: {problem.id}: {problem.message}")
     _fresh(cell.dir)
     log = cell.dir / "server.log"
     with open_target(cell.env.url) as backend:
@@ -282,9 +274,8 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
             if launch.status == "ready":
                 progress(f"  served by {served.label}")
                 load, outcome_text = _run_load(backend, cell, progress)
-    found = triage_file(log)  # the whole log, after stop
-    findings = tuple(f.to_dict() for f in found)
-    without = ran_without(found, cell.command.argv)
+    findings = tuple(triage_file(log))  # the whole log, after stop
+    without = ran_without(findings, cell.command.argv)
     outcome, summary = _outcome(launch, load, outcome_text, findings)
     if without and outcome == "ok":
         summary += "; RAN WITHOUT " + ", ".join(without) + " (the server turned it off: see findings)"
@@ -351,15 +342,15 @@ def _run_load(backend, cell: Cell, progress: Progress) -> tuple[LoadResult | Non
 
 
 def _outcome(launch: Launch, load: LoadResult | None, load_error: str | None,
-             findings: tuple[dict[str, Any], ...]) -> tuple[str, str]:
+             findings: tuple[Finding, ...]) -> tuple[str, str]:
     root = root_cause(findings)
     if launch.status != "ready":
         if root:
-            return launch.status, f"{root['id']}: {root['fix']}"
+            return launch.status, f"{root.id}: {root.fix}"
         evidence = "" if "last line:" in launch.reason else f"; last log line: {launch.last_line}"
         return launch.status, f"{launch.reason}{evidence} (see server.log)"
     if load is None:
-        cause = f"{root['id']}: {root['fix']}" if root else (load_error or "no result")
+        cause = f"{root.id}: {root.fix}" if root else (load_error or "no result")
         return "load_failed", cause
     return "ok", (f"{load.output_throughput:.1f} tok/s output, TTFT median {load.median_ttft_ms:.0f} ms, "
                   f"TPOT median {load.median_tpot_ms:.1f} ms")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envmgr.bench.triage import Finding, triage_file
+from envmgr.bench.triage import triage_file
+from envmgr.findings import Finding
 from envmgr.errors import UsageError
 from envmgr.report.printer import Printer, stdout_printer
 

@@ -17,10 +17,11 @@ Outcomes:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from envmgr.findings import Finding
 
 Outcome = Literal["ok", "crashed", "timeout", "hung", "load_failed", "skipped"]
 OUTCOMES: tuple[str, ...] = ("ok", "crashed", "timeout", "hung", "load_failed", "skipped")
@@ -83,12 +84,6 @@ class ServedBy:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data}) if data else None
 
 
-def root_cause(findings: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first failure among recorded triage findings (root cause first; a record from before
-    severities is a failure), never a feature-off warning; None when there is none."""
-    return next((f for f in findings if f.get("severity", "error") == "error"), None)
-
-
 @dataclass(frozen=True)
 class CellResult:
     env: EnvInfo
@@ -101,7 +96,7 @@ class CellResult:
     startup_s: float | None = None  # launch to ready (or to the crash)
     verdict_after_line_s: float | None = None  # the deciding log line's arrival to the verdict
     load: LoadResult | None = None
-    findings: tuple[dict[str, Any], ...] = ()  # triage findings (Finding.to_dict()), root cause first
+    findings: tuple[Finding, ...] = ()  # triage findings, root cause first
     server_log: str = ""  # relative to the cell directory
     started: float = 0.0  # epoch seconds
     finished: float = 0.0
@@ -122,7 +117,7 @@ class CellResult:
         data = asdict(self)
         data["argv"] = list(self.argv)
         data["load_argv"] = list(self.load_argv)
-        data["findings"] = list(self.findings)
+        data["findings"] = [f.to_dict() for f in self.findings]
         data["ran_without"] = list(self.ran_without)
         return data
 
@@ -140,7 +135,7 @@ class CellResult:
             startup_s=data.get("startup_s"),
             verdict_after_line_s=data.get("verdict_after_line_s"),
             load=LoadResult.from_dict(load) if load else None,
-            findings=tuple(data.get("findings", ())),
+            findings=tuple(Finding.from_dict(f) for f in data.get("findings", ())),
             server_log=data.get("server_log", ""),
             started=data.get("started", 0.0),
             finished=data.get("finished", 0.0),

@@ -34,6 +34,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from envmgr.findings import Finding
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr import severity
 from envmgr.bench.prefilter import Prefilter
@@ -517,36 +518,6 @@ COMPUTE: dict[str, Callable[[dict[str, Value]], dict[str, Value]]] = {
 
 
 @dataclass
-class Finding:
-    """One root cause found in a log (once, however many ranks printed it)."""
-
-    id: str
-    line: int                  # 1-based, the first line where it was seen
-    title: str
-    message: str
-    fix: str
-    values: dict[str, Value]
-    text: str                  # that log line, cleaned
-    rank: str | None = None    # rank of that line ("TP3"), when the log says
-    ranks: list[str] = field(default_factory=list)  # every rank that printed it
-    count: int = 1             # how many lines matched
-    priority: int = 0
-    sources: list[str] = field(default_factory=list)
-    severity: str = "error"    # "warning": the server may run on
-    feature: str | None = None  # the feature the server turned off (a feature-off warning)
-
-    @property
-    def fatal(self) -> bool:
-        return self.severity == "error"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "line": self.line, "title": self.title, "message": self.message,
-                "fix": self.fix, "values": self.values, "rank": self.rank, "ranks": self.ranks,
-                "count": self.count, "text": self.text, "priority": self.priority,
-                "sources": self.sources, "severity": self.severity, "feature": self.feature}
-
-
-@dataclass
 class _Hit:
     """The first match of a signature, plus who else printed it."""
 
@@ -738,8 +709,8 @@ class Triage:
             id=signature.id, line=hit.line, title=signature.title,
             message=fill_template(signature.message, values),
             fix=fill_template(signature.fix, values), values=numbers, text=hit.text,
-            rank=hit.rank, ranks=list(hit.ranks), count=hit.count,
-            priority=signature.priority, sources=_sources(signature),
+            rank=hit.rank, ranks=tuple(hit.ranks), count=hit.count,
+            priority=signature.priority, sources=tuple(_sources(signature)),
             severity=signature.severity,
             feature=signature.feature_off.feature if signature.feature_off else None)
 

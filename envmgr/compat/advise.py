@@ -21,7 +21,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from envmgr.compat.evaluate import Finding, evaluate
+from envmgr.compat.evaluate import evaluate
+from envmgr.findings import Finding
 from envmgr.compat.kb import KERNEL_PACKAGES, KnowledgeBase, default_knowledge_base
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin
@@ -223,10 +224,10 @@ def _change(name: str, before: list[Finding], after: list[Finding], kb: Knowledg
 
 def _state(findings: list[Finding], config: str, kb: KnowledgeBase) -> tuple[str, tuple[str, ...]]:
     mine = [f for f in findings if config in f.configs or (not f.configs and f.severity == "error")]
-    errors = tuple(f.rule for f in mine if f.severity == "error")
+    errors = tuple(f.id for f in mine if f.severity == "error")
     if errors:
         return "blocked", errors
-    off = [(f.rule, kb.rule(f.rule).feature_off) for f in mine if _feature_off(kb, f.rule)]
+    off = [(f.id, kb.rule(f.id).feature_off) for f in mine if _feature_off(kb, f.id)]
     if off:
         return f"runs without {off[0][1]}", tuple(rule for rule, _ in off)
     return "runs", ()
@@ -245,11 +246,11 @@ def _without_new_stack_errors(spec: Spec, candidate: Candidate, blocked: dict[st
     free of new errors, with the flag edits it needs, and what still blocks under it; None when
     every variant breaks the stack or blocks a config that is not blocked now (a fix for one
     config must not cost another)."""
-    stack_before = {f.rule for f in blocked.get(STACK, [])}
+    stack_before = {f.id for f in blocked.get(STACK, [])}
     for variant in stack_variants(spec, candidate, kb):
         _, edits, findings = flag_edits(with_candidate(spec, variant), kb)
         after: dict = blockers(findings)
-        if {f.rule for f in after.get(STACK, [])} - stack_before:
+        if {f.id for f in after.get(STACK, [])} - stack_before:
             continue  # the stack itself would break
         if set(after) - set(blocked):
             return candidate, None, {}  # it blocks a config that runs today: no toolkit undoes that
@@ -299,7 +300,7 @@ def toolkit_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> lis
 def _feature_off_by_config(findings: list[Finding], kb: KnowledgeBase) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for f in findings:
-        feature = _feature_off(kb, f.rule)
+        feature = _feature_off(kb, f.id)
         for name in f.configs if feature else ():
             out.setdefault(name, []).append(feature)
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import string
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -14,33 +14,13 @@ from packaging.version import InvalidVersion, Version
 from envmgr.compat.context import Context, config_context, stack_context
 from envmgr import severity
 from envmgr.compat.kb import AnyOf, Condition, KnowledgeBase, Rule, default_knowledge_base
+from envmgr.findings import Finding
 from envmgr.spec.load import LoadedSpec
 from envmgr.spec.models import Spec
 
 if TYPE_CHECKING:  # facts pull in their collectors; validate needs only the type
     from envmgr.facts.model import Facts
 
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One rule that fired: what is wrong, why, what to do, and where."""
-
-    rule: str
-    severity: str
-    message: str
-    fix: str
-    source: str
-    field: str
-    configs: tuple[str, ...] = ()  # benchmark configs it concerns (config-scoped rules)
-    where: str | None = None  # file:line, when the spec's source is known
-    # flag changes that clear it and keep the config's intent (false drops a flag); advise tries them
-    edit: tuple[tuple[str, Any], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["edit"] = dict(self.edit)
-        return out
 
 
 def check(loaded: LoadedSpec, facts: Facts | None = None,
@@ -72,7 +52,7 @@ def _merge_configs(findings: list[Finding]) -> list[Finding]:
     """One finding per cause: a common flag that breaks every config is reported once."""
     merged: dict[tuple, tuple[Finding, list[str]]] = {}
     for f in findings:
-        first, configs = merged.setdefault((f.rule, f.field, f.message), (f, []))
+        first, configs = merged.setdefault((f.id, f.field, f.message), (f, []))
         configs += f.configs
     return [replace(first, configs=tuple(configs)) for first, configs in merged.values()]
 
@@ -181,8 +161,8 @@ def _finding(rule: Rule, ctx: Context, kb: KnowledgeBase,
     field = render(rule.at, ctx) if rule.at else ""
     if config is not None and spec is not None:
         field = _config_field(field, spec, config)
-    return Finding(rule=rule.id, severity=rule.severity, message=render(rule.message, ctx),
-                   fix=render(rule.fix, ctx), source=kb.sources[rule.source],
+    return Finding(id=rule.id, severity=rule.severity, message=render(rule.message, ctx),
+                   fix=render(rule.fix, ctx), sources=(kb.sources[rule.source],),
                    field=field, configs=(config,) if config else (),
                    edit=tuple((flag, _edit_value(value, ctx)) for flag, value in rule.edit.items()))
 
@@ -203,9 +183,7 @@ def _flag_findings(spec: Spec, config: str, ctx: Context, kb: KnowledgeBase) -> 
     sglang = ctx.get("sglang")
     problems = check_flags(spec.benchmarks.flags_of(config), str(sglang) if sglang else None,
                            where=lambda flag: _config_field(flag, spec, config))
-    return [Finding(rule=p.id, severity=p.severity, message=p.message, fix=p.fix,
-                    source=kb.sources["sglang_args"], field=p.field, configs=(config,),
-                    edit=tuple(p.edit.items())) for p in problems]
+    return [replace(p, sources=(kb.sources["sglang_args"],), configs=(config,)) for p in problems]
 
 
 def _config_field(at: str, spec: Spec, config: str) -> str:

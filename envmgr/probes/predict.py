@@ -26,7 +26,7 @@ class Prediction:
 
 def predict(spec: Spec, facts: Facts | None, probes: list[str]) -> dict[str, Prediction]:
     kb = default_knowledge_base()
-    fired = {f.rule for f in evaluate(spec, facts, kb) if not f.configs}
+    fired = {f.id for f in evaluate(spec, facts, kb) if not f.configs}
     out = {}
     for probe in probes:
         covering = [r.id for r in kb.rules if probe in r.predicts]

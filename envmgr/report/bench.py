@@ -22,7 +22,8 @@ from jinja2 import Environment, StrictUndefined
 from rich.table import Table
 from rich.text import Text
 
-from envmgr.bench.results import CellResult, EnvInfo, LoadResult, root_cause
+from envmgr.bench.results import CellResult, EnvInfo, LoadResult
+from envmgr.findings import root_cause
 from envmgr.report.tables import rich_console
 
 if TYPE_CHECKING:
@@ -178,10 +179,9 @@ def _failure(result: CellResult) -> Failure:
         return Failure(outcome=result.outcome, finding=None, short_fix="",
                        message=result.summary or result.outcome, fix="", line=None, log_text="")
     root = root_cause(result.findings) or result.findings[0]
-    fix = str(root.get("fix", ""))
-    return Failure(outcome=result.outcome, finding=str(root.get("id", "")) or None,
-                   short_fix=short_fix(fix), message=str(root.get("message", result.summary)),
-                   fix=fix, line=root.get("line"), log_text=str(root.get("text", "")))
+    return Failure(outcome=result.outcome, finding=root.id or None, short_fix=short_fix(root.fix),
+                   message=root.message or result.summary, fix=root.fix, line=root.line or None,
+                   log_text=root.text)
 
 
 # Fix texts read "what to do: why; or else ...": clauses end at these.

@@ -12,7 +12,7 @@ from envmgr.report.printer import Printer, stdout_printer
 
 if TYPE_CHECKING:
     from envmgr.builders.base import Step
-    from envmgr.compat import Finding
+    from envmgr.findings import Finding
     from envmgr.facts.model import Facts
     from envmgr.plan import Action
     from envmgr.spec import LoadedSpec
@@ -31,13 +31,14 @@ def render_findings(loaded: LoadedSpec, findings: list[Finding], out: Printer | 
         out.line(("no findings: every rule envmgr knows is satisfied", "green"))
         return
     for f in findings:
-        out.line((f"{f.severity.upper():7} ", STYLE[f.severity]), (f.rule, "bold"),
+        out.line((f"{f.severity.upper():7} ", STYLE[f.severity]), (f.id, "bold"),
                  (f"  {f.where}", "dim") if f.where else "")
         if f.configs:
             out.indented(f"configs: {', '.join(f.configs)}", INDENT)
         out.indented(f.message, INDENT)
         out.indented(f"fix: {f.fix}", INDENT, "green")
-        out.indented(f"source: {f.source}", INDENT, "dim")
+        for source in f.sources:
+            out.indented(f"source: {source}", INDENT, "dim")
     counts = {s: sum(f.severity == s for f in findings) for s in STYLE}
     out.line(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)")
 
@@ -78,7 +79,7 @@ def render_plan(loaded: LoadedSpec, label: str, actions: list[Action],
         out.line(("compatibility", "bold"), " (`envmgr validate` for details):")
         for f in blocking:
             configs = f" [config {', '.join(f.configs)}]" if f.configs else ""
-            out.indented(f"{f.severity.upper():7} {f.rule}{configs}: {f.message}", 2, STYLE[f.severity])
+            out.indented(f"{f.severity.upper():7} {f.id}{configs}: {f.message}", 2, STYLE[f.severity])
 
 
 def render_actions(actions: list[Action], out: Printer | None = None) -> None:
@@ -175,9 +176,9 @@ def render_cells(cells, out: Printer | None = None) -> None:
             out.indented("env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in cell.shown_env.items()), INDENT)
         out.indented("load: " + shlex.join(cell.load_argv), INDENT, "dim")
         for problem in cell.problems:
-            style = {"error": "red", "warning": "yellow"}.get(problem["severity"], "dim")
-            out.indented(f"{problem['severity']}: {problem['id']}: {problem['message']}", INDENT, style)
-            out.indented(f"    fix: {problem['fix']}", INDENT, "green")
+            style = {"error": "red", "warning": "yellow"}.get(problem.severity, "dim")
+            out.indented(f"{problem.severity}: {problem.id}: {problem.message}", INDENT, style)
+            out.indented(f"    fix: {problem.fix}", INDENT, "green")
 
 
 def _paste(out: Printer, what: str, fragment: dict) -> None:
@@ -209,9 +210,9 @@ def render_advice(loaded: LoadedSpec, advice: list, upgrade=None, from_label: st
         return
     for item in advice:
         what = "the stack" if item.blocker == STACK else f"config {item.blocker}"
-        out.line((what, "bold"), ": blocked by " + ", ".join(f.rule for f in item.errors))
+        out.line((what, "bold"), ": blocked by " + ", ".join(f.id for f in item.errors))
         for f in item.errors:
-            out.indented(f"{f.rule}: {f.fix}", INDENT, "dim")
+            out.indented(f"{f.id}: {f.fix}", INDENT, "dim")
         if item.fixed_here:
             _paste(out, "flag changes clear it on this stack", item.fragments["flags"])
         if item.fixed_by is not None:
@@ -227,5 +228,5 @@ def render_advice(loaded: LoadedSpec, advice: list, upgrade=None, from_label: st
             out.indented((f"no known sglang release makes it work on {spec.hardware.gpu.count}x "
                           f"{spec.hardware.gpu.arch} without blocking another config ({item.checked} "
                           f"checked, newest {item.newest_checked}): the fix above is the way, if any"
-                          + ("; there: " + "; ".join(f"{f.rule}: {f.message}" for f in item.still)
+                          + ("; there: " + "; ".join(f"{f.id}: {f.message}" for f in item.still)
                              if item.still else "")), INDENT, "red")

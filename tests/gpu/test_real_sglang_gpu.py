@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envmgr.backends import open_backend
+from envmgr.targets import open_target
 from envmgr.targets.service import group_members
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
@@ -233,7 +233,7 @@ def test_real_failure_is_explained_within_seconds(sglang, tmp_path, case):
     cmd = command(sglang, Path(model) if model else tiny_model(sglang, "llama"), flags, case)
     used_before = gpu_used_mib()
     limits = Limits(startup_s=240, stall_s=120, grace_s=10)
-    with open_backend(URL) as backend:
+    with open_target(URL) as backend:
         server = RunningServer(backend, cmd, tmp_path / "server.log", limits, progress=print)
         with server:
             launch = server.wait_ready()
@@ -261,7 +261,7 @@ def test_process_killed_mid_load_is_explained(sglang, tmp_path):
                  "--port", str(cmd.port), "--dataset-name", "random-ids", "--random-input-len", "128",
                  "--random-output-len", "256", "--num-prompts", "400", "--max-concurrency", "8",
                  "--output-file", str(tmp_path / "load.jsonl")]
-    with open_backend(URL) as backend:
+    with open_target(URL) as backend:
         server = RunningServer(backend, cmd, tmp_path / "server.log", Limits(startup_s=240, stall_s=120), progress=print)
         with server:
             assert server.wait_ready().status == "ready"
@@ -306,7 +306,7 @@ def test_a_stopped_server_is_hung_not_a_timeout(sglang, tmp_path):
     cmd = command(sglang, model, name="sigstop")
     used_before = gpu_used_mib()
     limits = Limits(startup_s=300, stall_s=15, grace_s=5)
-    with open_backend(URL) as backend:
+    with open_target(URL) as backend:
         server = RunningServer(backend, cmd, tmp_path / "server.log", limits, progress=print)
         with server:
             deadline = time.monotonic() + 120
@@ -365,7 +365,7 @@ def test_deepep_without_deep_ep_is_explained(sglang, tmp_path):
     """What the pre-launch check prevents, launched anyway: the real ImportError, triaged."""
     cmd = command(sglang, tiny_model(sglang, "qwen3moe"), {"--moe-a2a-backend": "deepep"}, "deepep")
     used_before = gpu_used_mib()
-    with open_backend(URL) as backend:
+    with open_target(URL) as backend:
         server = RunningServer(backend, cmd, tmp_path / "server.log", Limits(startup_s=300, stall_s=120), progress=print)
         with server:
             launch = server.wait_ready()

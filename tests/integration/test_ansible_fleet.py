@@ -1,4 +1,4 @@
-"""The ansible backend against three real containers acting as hosts (Ansible's
+"""The fleet builder and the hosts target against three real containers acting as hosts (Ansible's
 community.docker.docker connection, i.e. `docker exec`), through real ansible-runner.
 
 One module-scoped fleet goes through the rollout story in order: check mode sees changes,
@@ -32,7 +32,11 @@ pytest.importorskip("ansible_runner", reason="ansible-runner is not installed")
 pytest.importorskip("ansible", reason="ansible-core is not installed (pip install ansible)")
 pytest.importorskip("testinfra", reason="pytest-testinfra is not installed")
 
-from envmgr.backends.ansible import CURRENT_ENV, AnsibleBackend, RolloutFailed  # noqa: E402
+from envmgr.ansible.extravars import CURRENT_ENV  # noqa: E402
+from envmgr.builders.base import realize  # noqa: E402
+from envmgr.builders.fleet import FleetBuilder  # noqa: E402
+from envmgr.errors import RolloutFailed  # noqa: E402
+from envmgr.targets.hosts import HostsTarget  # noqa: E402
 from envmgr.probes.runner import select  # noqa: E402
 
 PROBE_IDS = select(None)  # the default probes, the ones envmgr_probe runs
@@ -112,8 +116,16 @@ def spec_file(where: Path, packaging: str = "24.2", *, serial: int = HOSTS, full
     return path
 
 
-def backend_for(fleet, params: str = "") -> AnsibleBackend:
-    return AnsibleBackend(f"ansible://all?inventory={fleet['inventory']}&apt=offline{params}")
+def url_for(fleet, params: str = "") -> str:
+    return f"ansible://all?inventory={fleet['inventory']}&apt=offline{params}"
+
+
+def builder_for(fleet, params: str = "") -> FleetBuilder:
+    return FleetBuilder(url_for(fleet, params))
+
+
+def target_for(fleet) -> HostsTarget:
+    return HostsTarget(url_for(fleet))
 
 
 def sh(container, command: str) -> str:
@@ -128,7 +140,7 @@ def progress_lines():
 
 def test_check_mode_reports_changes_before_the_first_run(fleet, progress_lines):
     loaded = load_spec(spec_file(fleet["dir"]))
-    report = backend_for(fleet).check(loaded, progress_lines.append)
+    _, report = builder_for(fleet).check(loaded, progress_lines.append)
     assert [h.host for h in report.changed_hosts] == fleet["names"]
     for host in report.hosts.values():
         assert any("create the venv" in task for task in host.changed_tasks), host.changed_tasks
@@ -142,8 +154,8 @@ def test_check_mode_reports_changes_before_the_first_run(fleet, progress_lines):
 def test_first_run_provisions_every_host(fleet, tmp_path):
     loaded = load_spec(spec_file(fleet["dir"]))
     lines: list[str] = []
-    backend = backend_for(fleet)
-    realized = backend.realize(loaded, [], lines.append, tmp_path / "gen1")
+    realized = realize(builder_for(fleet), loaded, [], lines.append, tmp_path / "gen1")
+    backend = HostsTarget(realized.target)  # what apply's probe gate opens
     hosts = realized.details["hosts"]
     assert [hosts[name]["state"] for name in fleet["names"]] == ["changed"] * HOSTS
     # progress: one line per task start and per host result; host-only driver steps say why
@@ -192,7 +204,7 @@ def test_first_run_provisions_every_host(fleet, tmp_path):
 
 def test_second_run_changes_nothing(fleet, tmp_path):
     loaded = load_spec(spec_file(fleet["dir"]))
-    realized = backend_for(fleet).realize(loaded, [], lambda line: None, tmp_path / "gen2")
+    realized = realize(builder_for(fleet), loaded, [], lambda line: None, tmp_path / "gen2")
     for name in fleet["names"]:
         host = realized.details["hosts"][name]
         assert (host["state"], host["changed"], host["changed_tasks"]) == ("ok", 0, []), host
@@ -205,10 +217,10 @@ def test_second_run_changes_nothing(fleet, tmp_path):
         assert set(results) == set(PROBE_IDS) and results["toolchain_arch"]["status"] == "pass"
 
 
-def test_a_reopened_backend_runs_commands_with_the_specs_env(fleet):
-    """A backend opened after the rollout (as `envmgr probe` or `bench` opens one) realized
+def test_a_reopened_target_runs_commands_with_the_specs_env(fleet):
+    """A target opened after the rollout (as `envmgr probe` or `bench` opens one) realized
     nothing itself: its commands get the env the role recorded on each host, as data."""
-    results = backend_for(fleet).run_all(["printenv", "FLEET_VALUE", "HF_TOKEN"])
+    results = target_for(fleet).run_all(["printenv", "FLEET_VALUE", "HF_TOKEN"])
     assert list(results) == fleet["names"]
     assert all(r.stdout.splitlines() == [INJECTED, TOKEN] for r in results.values()), results
     assert not CANARY.exists()  # the recorded value reached the command untemplated
@@ -216,7 +228,7 @@ def test_a_reopened_backend_runs_commands_with_the_specs_env(fleet):
 
 def test_check_mode_reports_nothing_after(fleet):
     loaded = load_spec(spec_file(fleet["dir"]))
-    report = backend_for(fleet).check(loaded, lambda line: None)
+    _, report = builder_for(fleet).check(loaded, lambda line: None)
     assert report.changed_hosts == []
     assert all(h.state == "ok" for h in report.hosts.values())
 
@@ -242,11 +254,11 @@ def test_broken_host_stops_the_rollout_and_a_rerun_converges(fleet, tmp_path):
     # Rolling, one host per batch; only the Python environment changes (the hosts keep
     # the driver pin and toolkit of the first run: the roles never remove them).
     loaded = load_spec(spec_file(fleet["dir"], "24.1", serial=1, full=False))
-    backend = backend_for(fleet)
+    builder = builder_for(fleet)
     assert sh(h2, f"mv {VENV_MODULE} {VENV_MODULE}.off && echo moved") == "moved"
     try:
         with pytest.raises(RolloutFailed) as caught:
-            backend.realize(loaded, [], lambda line: None, tmp_path / "gen3")
+            realize(builder, loaded, [], lambda line: None, tmp_path / "gen3")
     finally:
         sh(h2, f"mv {VENV_MODULE}.off {VENV_MODULE}")
     report = caught.value.report
@@ -266,8 +278,7 @@ def test_broken_host_stops_the_rollout_and_a_rerun_converges(fleet, tmp_path):
 
     # repaired: the same apply converges, and the host done before changes nothing; asked to
     # (probe=always), every host probes again, and probing still changes nothing on h1
-    final = backend_for(fleet, "&probe=always")
-    realized = final.realize(loaded, [], lambda line: None, tmp_path / "gen4")
+    realized = realize(builder_for(fleet, "&probe=always"), loaded, [], lambda line: None, tmp_path / "gen4")
     hosts = realized.details["hosts"]
     assert [hosts[name]["state"] for name in fleet["names"]] == ["ok", "changed", "changed"]
     assert hosts[fleet["names"][0]]["changed"] == 0

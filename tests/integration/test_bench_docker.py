@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.backends.docker import DockerBackend
+from envmgr.targets.container import ContainerTarget
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
 from ports import free_port
@@ -26,7 +26,7 @@ def double_image(docker_client, base_image, built_images) -> str:
     tag = built_images.add(f"envmgr-test/sglang-double:{secrets.token_hex(4)}")
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
-        # The venv where envmgr's images keep the environment (DockerBackend.python).
+        # The venv where envmgr's images keep the environment (ContainerTarget.interpreter).
         dockerfile = (f"FROM {base_image}\nRUN python3 -m venv /opt/envmgr/venv\n"
                       "COPY sglang_double /opt/sglang_double\n"
                       "ENV PYTHONPATH=/opt/sglang_double\n").encode()
@@ -55,7 +55,7 @@ def test_server_in_a_container(docker_client, double_image, tmp_path, scenario, 
             "--tp-size", "8", "--host", "127.0.0.1", "--port", str(port))
     cmd = ServerCommand("test", argv, {"SGLANG_DOUBLE_SCENARIO": scenario, "SGLANG_DOUBLE_DELAY": "0.01"},
                         "127.0.0.1", port)
-    with DockerBackend(f"docker://{double_image}") as backend:
+    with ContainerTarget(f"docker://{double_image}") as backend:
         with RunningServer(backend, cmd, tmp_path / "server.log", Limits(startup_s=60, stall_s=10, grace_s=3)) as server:
             result = server.wait_ready()
     assert result.status == status, result

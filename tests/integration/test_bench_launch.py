@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from envmgr.targets.base import Target
 from envmgr.targets.local import LocalTarget
 from envmgr.targets.service import group_members
 from envmgr.bench.command import ServerCommand
@@ -176,23 +177,23 @@ def test_health_polling_falls_back_to_the_endpoint_the_server_has(tmp_path):
 def test_a_backend_that_cannot_host_a_server_is_a_usage_error(tmp_path):
     from envmgr.errors import UsageError
 
-    class RunOnly:
+    class RunOnly(Target):  # like ansible://: runs commands, hosts no server
         url = "ansible://gpu"
 
     with pytest.raises(UsageError, match="cannot host a benchmark server"):
         RunningServer(RunOnly(), command("ready"), tmp_path / "server.log")
 
 
-def test_venv_backend_starts_the_server_with_the_venvs_environment(tmp_path):
+def test_venv_target_starts_the_server_with_the_venvs_environment(tmp_path):
     import subprocess
 
-    from envmgr.backends.venv import VenvBackend
+    from envmgr.targets.venv import VenvTarget
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     cmd = command("ready")
     cmd = ServerCommand("test", (str(venv / "bin" / "python"), *cmd.argv[1:]), cmd.env, cmd.host, cmd.port)
-    server = RunningServer(VenvBackend(str(venv)), cmd, tmp_path / "server.log", FAST)
+    server = RunningServer(VenvTarget(str(venv)), cmd, tmp_path / "server.log", FAST)
     with server:
         assert server.wait_ready().status == "ready"
     assert_torn_down(server)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.backends.venv import VenvBackend
+from envmgr.targets.venv import VenvTarget
 from envmgr.lock import uv_binary
 from envmgr.probes.runner import run_probe
 
@@ -35,12 +35,12 @@ def site(venv: Path) -> Path:
 
 
 def probe(venv: Path, cuda_home: Path | None, archs: list[str]):
-    with VenvBackend(str(venv)) as backend:
+    with VenvTarget(str(venv)) as target:
         env = {"CUDA_HOME": str(cuda_home)} if cuda_home else {}
-        # run_probe passes its own env; the venv backend adds the venv's PATH
-        backend_env = backend.environment
-        backend.environment = lambda: {**backend_env(), **env}
-        return run_probe(backend, backend.python, "toolchain_arch", {"archs": archs})
+        # run_probe passes its own env; the venv target adds the venv's PATH
+        target_env = target.environment
+        target.environment = lambda: {**target_env(), **env}
+        return run_probe(target, target.interpreter, "toolchain_arch", {"archs": archs})
 
 
 def test_cuda13_nvcc_builds_sm120a_but_not_sm70(venv):

@@ -76,9 +76,9 @@ def test_apply_unchanged_change_drift_rollback(tmp_path: Path, home: Path):
     assert {"spec.yaml", "plan.json", "lock.txt", "meta.json", "logs"} <= {p.name for p in gen1.path.iterdir()}
 
     # the payload is a literal value in the environment, never run
-    from envmgr.backends.venv import VenvBackend
+    from envmgr.targets.venv import VenvTarget
 
-    with VenvBackend(str(gen1.path / "venv")) as venv:
+    with VenvTarget(str(gen1.path / "venv")) as venv:
         result = venv.run(["python", "-c", "import os; print(os.environ['GREETING'])"])
     assert result.stdout.strip() == PAYLOAD.format(pwned=tmp_path / "pwned")
     assert not (tmp_path / "pwned").exists()
@@ -195,9 +195,9 @@ def test_a_secret_is_in_no_output_and_no_recorded_file_but_the_0600_env_file(tmp
     assert holders == [env_file]
     assert env_file.stat().st_mode & 0o777 == 0o600
     assert "<redacted>" in (gen.path / "spec.yaml").read_text()
-    from envmgr.backends.venv import VenvBackend
+    from envmgr.targets.venv import VenvTarget
 
-    with VenvBackend(str(gen.path / "venv")) as venv:  # the environment has it
+    with VenvTarget(str(gen.path / "venv")) as venv:  # the environment has it
         assert venv.run(["python", "-c", "import os; print(os.environ['HF_TOKEN'])"]).stdout.strip() == token
 
 

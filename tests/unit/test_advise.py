@@ -41,7 +41,7 @@ def test_fusion_on_sm120_has_no_release_and_says_which_was_newest():
     advice = by_blocker("cuda13.yaml")["allreduce_fusion"]
     assert advice.fixed_by is None and advice.starts_with is None
     assert advice.newest_checked == "0.5.23" and advice.checked >= 14
-    assert "allreduce-fusion-sglang-gate" in {f.rule for f in advice.still}
+    assert "allreduce-fusion-sglang-gate" in {f.id for f in advice.still}
 
 
 def test_a_release_that_fixes_one_config_but_blocks_another_is_not_advice():

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from envmgr.findings import Finding
 from envmgr.bench.flags import (
-    FlagProblem,
     canonical_flag,
     check_flags,
     known_flags,
@@ -41,7 +41,7 @@ def problems(flags, version):
     return {(p.severity, p.id, p.flag) for p in check_flags(flags, version)}
 
 
-def only(flags, version) -> FlagProblem:
+def only(flags, version) -> Finding:
     found = check_flags(flags, version)
     assert len(found) == 1, found
     return found[0]

@@ -39,7 +39,7 @@ def test_validate_reports_torch_symm_mem_keyerror_with_fix(capsys):
     out = capsys.readouterr().out
     assert rc == 1
     report = json.loads(out)
-    (finding,) = [f for f in report["findings"] if f["rule"] == "torch-symm-mem-keyerror"]
+    (finding,) = [f for f in report["findings"] if f["id"] == "torch-symm-mem-keyerror"]
     assert "KeyError: 12" in finding["message"]
     assert "drop --enable-torch-symm-mem" in finding["fix"]
     assert finding["configs"] == ["torch_symm_mem"]

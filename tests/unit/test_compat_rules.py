@@ -250,8 +250,8 @@ def fired(overlay: dict, observed: Facts | frozenset[str] | None = None) -> set[
     """Rules that fire; ``observed`` is facts, or the modules the environment can import."""
     spec = Spec.model_validate(deep_merge(CLEAN, overlay))
     if isinstance(observed, frozenset):
-        return {f.rule for f in evaluate(spec, installed_modules=observed)}
-    return {f.rule for f in evaluate(spec, observed)}
+        return {f.id for f in evaluate(spec, installed_modules=observed)}
+    return {f.id for f in evaluate(spec, observed)}
 
 
 def test_forward_compat_does_not_silence_the_driver_check_where_it_cannot_work():
@@ -280,7 +280,7 @@ def test_dp_attention_shares_the_tp_gpus_and_plain_dp_replicates_them():
 def test_the_real_tp2_on_one_gpu_config_is_an_error_at_its_line():
     one_gpu = deep_merge({"hardware": {"gpu": {"count": 1}}}, cfg({"--tp-size": 2}))
     [finding] = [f for f in evaluate(Spec.model_validate(deep_merge(CLEAN, one_gpu)))
-                 if f.rule == "parallel-exceeds-gpus" and "x" in f.configs]
+                 if f.id == "parallel-exceeds-gpus" and "x" in f.configs]
     assert finding.severity == "error" and finding.configs == ("x",)
     assert "tp 2 x pp 1 = 2 GPUs" in finding.message and "has 1" in finding.message
 
@@ -326,11 +326,11 @@ def test_predictions_name_known_probes():
 
 def test_findings_carry_fix_and_source():
     spec = Spec.model_validate(deep_merge(CLEAN, {"driver": {"version": "570.124.06"}}))
-    (finding,) = [f for f in evaluate(spec) if f.rule == "driver-too-old-for-cuda"]
+    (finding,) = [f for f in evaluate(spec) if f.id == "driver-too-old-for-cuda"]
     assert finding.severity == "error"
     assert "CUDA 13.0 needs driver >= 580" in finding.message
     assert "580.95.05" in finding.fix  # the driver bundled with CUDA 13.0
-    assert "CUDA Compatibility" in finding.source
+    assert any("CUDA Compatibility" in source for source in finding.sources)
     assert finding.field == "driver"
 
 
@@ -367,7 +367,7 @@ def test_common_flag_reported_once_for_all_configs():
     overlay = {"benchmarks": {"server_flags": {"--cuda-graph-max-bs": 128},
                               "configs": {"a": {}, "b": {}}}}
     spec = Spec.model_validate(deep_merge(CLEAN, overlay))
-    hits = [f for f in evaluate(spec) if f.rule == "flag-deprecated"]
+    hits = [f for f in evaluate(spec) if f.id == "flag-deprecated"]
     assert len(hits) == 1
     assert hits[0].configs == ("baseline", "a", "b")
     assert hits[0].field == "benchmarks.server_flags.--cuda-graph-max-bs"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from envmgr.findings import Finding
 from envmgr.bench.results import CellResult, EnvInfo, LoadResult
 from envmgr.bench.triage import triage_text
 from envmgr.bench.collect import results_under
@@ -80,6 +81,8 @@ def test_fixture_tree_holds_every_cell(cells):
     ("gen2-cuda13", "ep_expert_location_assert_scenario.log", "ep_expert_location_assert"),
 ])
 def test_recorded_findings_have_the_shape_triage_produces(env_dir, log, finding_id):
+    """The double-made fixtures are in today's shape; records made before one Finding (the real
+    H200 results) still read, through Finding.from_dict."""
     recorded = json.loads((RESULTS / env_dir / "ep_flashinfer_a2a" / "result.json").read_text())["findings"][0]
     live = triage_text((FIXTURES / "triage" / log).read_text(encoding="utf-8"))[0].to_dict()
     assert recorded["id"] == live["id"] == finding_id
@@ -160,8 +163,8 @@ def test_failed_cells_carry_the_root_finding_and_a_short_fix(comp):
 
 
 def test_the_first_finding_is_the_root_cause():
-    root = {"id": "flashinfer_arch_unsupported", "line": 7, "message": "m", "fix": "remove --enable-x", "text": "t"}
-    follow_on = {"id": "cuda_graph_capture_failed", "line": 9, "message": "n", "fix": "lower --y", "text": "u"}
+    root = Finding("flashinfer_arch_unsupported", "error", "m", "remove --enable-x", line=7, text="t")
+    follow_on = Finding("cuda_graph_capture_failed", "error", "n", "lower --y", line=9, text="u")
     cell = CellResult(env=env("e", 1), config="x", outcome="crashed", summary="s", findings=(root, follow_on))
     failure = cell_of(comparison([cell]), "x", "e").failure
     assert (failure.finding, failure.short_fix, failure.line) == ("flashinfer_arch_unsupported", "remove --enable-x", 7)
@@ -275,7 +278,7 @@ def test_html_shows_every_number_and_finding(report, cells):
     for cell in cells:  # each failure's full message, fix and log line, as the reader sees them
         for finding in cell.findings:
             for key in ("message", "fix", "text"):
-                assert squash(finding[key]) in page.text, (cell.config, key)
+                assert squash(getattr(finding, key)) in page.text, (cell.config, key)
         if cell.outcome == "hung":
             assert cell.summary in page.text
 
@@ -303,8 +306,8 @@ def test_html_escapes_everything_from_the_data(tmp_path):
         CellResult(env=evil_env, config="hang & <img src=x onerror=alert(2)>", outcome="hung",
                    summary="<img src=x onerror=alert(2)>"),
         CellResult(env=evil_env, config="boom", outcome="crashed", summary="x",
-                   findings=({"id": "<id>", "line": 3, "message": "<m>", "fix": "<f> --flag",
-                              "values": {}, "text": "</pre><script>alert(4)</script>"},)),
+                   findings=(Finding("<id>", "error", "<m>", "<f> --flag", line=3,
+                                     text="</pre><script>alert(4)</script>"),)),
     ]
     path = write_html(comparison(cells), tmp_path / "report.html")
     raw = path.read_text(encoding="utf-8")

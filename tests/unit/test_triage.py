@@ -131,7 +131,7 @@ def test_clean_logs_give_no_finding(name):
 
 def test_real_h200_findings_carry_the_values_of_their_log():
     tp2 = triage_text(fixture("not_enough_gpus_h200_sglang_0.5.11_tp2.log"))[0]
-    assert (tp2.values["tp_size"], tp2.values["gpu_id"]) == (2, 1) and tp2.ranks == ["TP1"]
+    assert (tp2.values["tp_size"], tp2.values["gpu_id"]) == (2, 1) and tp2.ranks == ("TP1",)
     deepep = triage_text(fixture("feature_package_missing_h200_sglang_0.5.11_deepep.log"))[0]
     assert deepep.values["package"] == "DeepEP" and "DeepEP" in deepep.fix
     grpc = triage_text(fixture("grpc_port_h200_sglang_0.5.11_port60311.log"))[0]

@@ -1,4 +1,5 @@
-"""DockerBackend against the real Docker daemon: build offline from a wheelhouse, run, facts.
+"""The image builder and the container target against the real Docker daemon: build offline
+from a wheelhouse, run in the image, facts.
 
 The builds are small (packaging and six on envmgr/base:bookworm) and share the builder's
 cache, so the module takes about a minute on 2 cores. Every image it makes is under a
@@ -16,11 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envmgr.targets.base import Realized
-from envmgr.backends.docker import RUN_LABEL, DockerBackend
+from envmgr.builders.base import Realized
+from envmgr.builders.base import realize as build_steps
 from envmgr.builders.dockerfile import BUILD_STAGE_LABEL
+from envmgr.builders.image import ImageBuilder
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
+from envmgr.facts import collect_facts
 from envmgr.spec.load import LoadedSpec, load_spec
+from envmgr.targets.container import RUN_LABEL, ContainerTarget
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +54,7 @@ def write_spec(directory: Path, six: str, python: str = "3.11") -> Path:
 
 @dataclass
 class Build:
-    backend: DockerBackend
+    backend: ContainerTarget  # runs in the image that was built
     loaded: LoadedSpec
     realized: Realized
     progress: list[str]
@@ -62,12 +66,12 @@ class Build:
 
 
 def realize(url: str, spec_path: Path, workdir: Path) -> Build:
-    backend = DockerBackend(url)
     loaded = load_spec(spec_path)
     lines: list[str] = []
     started = time.monotonic()
-    realized = backend.realize(loaded, [], lines.append, workdir)
-    return Build(backend, loaded, realized, lines, time.monotonic() - started)
+    with ImageBuilder(url) as builder:
+        realized = build_steps(builder, loaded, [], lines.append, workdir)
+    return Build(ContainerTarget(realized.target), loaded, realized, lines, time.monotonic() - started)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +108,7 @@ def test_realize_builds_a_tagged_image_with_the_specs_labels(first, repository, 
     assert first.realized.details["wheelhouse"] is True
     assert any(line.startswith("building ") for line in first.progress)
     assert any("[docker] Successfully built" in line for line in first.progress)
-    assert first.realized.backend == f"docker://{first.tag}"
+    assert first.realized.target == f"docker://{first.tag}"
     assert "packaging==24.2" in first.realized.lock and "six==1.16.0" in first.realized.lock
 
     image = docker_client.images.get(first.tag)
@@ -189,12 +193,12 @@ def test_a_missing_program_is_command_not_found(first, docker_client):
 
 
 def test_a_url_naming_an_existing_image_runs_in_it(first):
-    with DockerBackend(f"docker://{first.tag}") as backend:
+    with ContainerTarget(f"docker://{first.tag}") as backend:
         assert backend.run(["python", "-c", "import six; print(six.__version__)"]).stdout == "1.16.0\n"
 
 
 def test_facts_inside_the_image_see_its_python_and_locked_packages(first):
-    facts = first.backend.facts()
+    facts = collect_facts(first.backend, python=first.backend.interpreter)
     assert facts.python is not None
     assert facts.python.executable == "/opt/envmgr/venv/bin/python"
     assert facts.python.version.startswith("3.11.")
@@ -209,9 +213,9 @@ def test_facts_inside_the_image_see_its_python_and_locked_packages(first):
 
 
 def test_a_missing_base_image_is_a_clear_error_before_any_work(repository, tmp_path, docker_client):
-    backend = DockerBackend(f"docker://{repository}?base=envmgr-test/no-such-base:none")
+    builder = ImageBuilder(f"docker://{repository}?base=envmgr-test/no-such-base:none")
     with pytest.raises(BackendError, match="not in the local Docker daemon") as info:
-        backend.realize(load_spec(write_spec(tmp_path, six="1.16.0")), [], lambda line: None, tmp_path / "g")
+        build_steps(builder, load_spec(write_spec(tmp_path, six="1.16.0")), [], lambda line: None, tmp_path / "g")
     assert "bootstrap-base.sh" in (info.value.hint or "")
     assert not (tmp_path / "g").exists()
 
@@ -229,7 +233,7 @@ def test_a_failing_build_is_a_backend_error_with_the_builds_last_lines(url, tmp_
 def test_an_unreachable_daemon_is_a_backend_error_with_a_hint(monkeypatch, tmp_path):
     pytest.importorskip("docker")
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
-    backend = DockerBackend("docker://envmgr-test/x:latest")
+    backend = ContainerTarget("docker://envmgr-test/x:latest")
     with pytest.raises(BackendError, match="cannot reach the Docker daemon") as info:
         backend.run(["true"])
     assert "DOCKER_HOST" in (info.value.hint or "")
