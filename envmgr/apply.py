@@ -152,7 +152,7 @@ def _check_host_prerequisites(needed: Sequence[Action], loaded: LoadedSpec, kind
     unmet = [a for a in plan(host, loaded.spec) if a.scope == "host"]
     if unmet:
         raise UsageError(
-            "a venv is a Python environment, not the host: "
+            "venv:// builds a Python environment, not the host: "
             + "; ".join(f"{a.kind} {a.summary()}" for a in unmet) + " is the host's own",
             hint="provision the host first (envmgr apply SPEC --backend ansible://GROUP), or drop "
                  "driver / the system toolkit from the spec for a venv on a host that has none")
@@ -179,20 +179,10 @@ def _environment_missing(gen: Generation) -> str | None:
     if kind == "venv" and not (Path(location) / "bin" / "python").exists():
         return f"generation {gen.number}'s venv {location} is gone"
     if kind == "docker":
-        try:
-            import docker
+        from envmgr.targets.docker_engine import image_exists
 
-            client = docker.from_env(timeout=10)
-            try:
-                client.images.get(location)
-            finally:
-                client.close()
-        except ImportError:
-            return None
-        except docker.errors.ImageNotFound:
+        if image_exists(location) is False:
             return f"generation {gen.number}'s image {location[:19]} is no longer in the Docker engine"
-        except docker.errors.DockerException:
-            return None
     return None
 
 

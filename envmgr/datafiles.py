@@ -88,7 +88,9 @@ def _read(entry: Path | None):
             if stat.st_uid != os.getuid() or stat.st_mode & 0o022 or not _private(entry.parent):
                 return None
             return pickle.load(f)
-    except Exception:  # missing, unreadable, truncated or from another build: parse instead
+    # missing, unreadable, truncated or from another build: parse instead
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, IndexError, TypeError,
+            ValueError):
         return None
 
 
@@ -111,6 +113,6 @@ def _write(entry: Path | None, name: str, value: object) -> None:
         for old in entry.parent.glob(f"{Path(name).stem}-*.pickle"):
             if old != entry:
                 old.unlink(missing_ok=True)
-    except Exception:  # a read-only home, a full disk: the cache is only an optimisation
+    except (OSError, pickle.PicklingError, TypeError):  # a read-only home, a full disk: only an optimisation
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)

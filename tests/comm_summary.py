@@ -34,12 +34,13 @@ def baseline_step_budget_ms(baseline_tok_s: float = BASELINE_TOK_S) -> float:
 
 
 def run_comm_bench(backend: Runner, python: str, args: dict[str, Any],
-                   progress: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+                   progress: Callable[[str], None] = lambda line: None,
+                   env: dict[str, str] | None = None) -> dict[str, Any]:
     """The probe result (``ProbeResult.to_dict()``): status, summary, details, wall_s."""
     progress(f"{PROBE_ID}: {args.get('world_size', 'all visible')} rank(s), {args.get('tokens')} tokens "
              f"x {args.get('hidden')}, top-k {args.get('top_k')}")
     timeout = float(args["timeout_s"]) + STARTUP_S if "timeout_s" in args else None  # else the registry's
-    result = run_probe(backend, python, PROBE_ID, args, timeout_s=timeout)
+    result = run_probe(backend, python, PROBE_ID, args, timeout_s=timeout, env=env)
     progress(f"{PROBE_ID}: {result.status} ({result.wall_s:.1f}s) {result.summary}")
     return result.to_dict()
 

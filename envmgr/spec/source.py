@@ -180,7 +180,8 @@ class _Builder:
     def _scalar(self, node: yaml.ScalarNode, path: Path_) -> Any:
         try:
             return self.constructor.construct_object(node, deep=True)
-        except Exception:  # PyYAML's constructors fail in many ways (KeyError for `!!bool x`)
+        # PyYAML's constructors fail in many ways (KeyError for `!!bool x`, ValueError for `!!int x`)
+        except (yaml.YAMLError, ValueError, TypeError, LookupError, OverflowError, AttributeError):
             return self._problem(node, path, f"cannot read {node.value!r} as {_tag(node)}",
                                  fix="write it in quotes to make it a string")
 

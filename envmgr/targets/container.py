@@ -60,7 +60,7 @@ class ContainerTarget(Target):
             )["Id"]
         try:
             self._start(api, container, args)
-            with inflight.running(lambda: api.kill(container)):
+            with inflight.running(lambda: kill_container(api, container)):
                 code = self._wait(api, container, args, timeout)
             with translated(f"reading the output of {args[0]}"):
                 stdout = api.logs(container, stdout=True, stderr=False).decode("utf-8", "replace")

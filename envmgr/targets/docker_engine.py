@@ -37,6 +37,26 @@ def connect(timeout: int = API_TIMEOUT_S) -> APIClient:
     return api
 
 
+def image_exists(ref: str) -> bool | None:
+    """Whether the engine has the image; None when that cannot be told (no daemon, no SDK)."""
+    try:
+        api = connect(timeout=10)
+    except BackendError:
+        return None
+    from docker.errors import ImageNotFound
+
+    try:
+        with translated(f"looking up image {ref}", passthrough=(ImageNotFound,)):
+            api.inspect_image(ref)
+        return True
+    except ImageNotFound:
+        return False
+    except BackendError:
+        return None
+    finally:
+        api.close()
+
+
 @contextmanager
 def translated(what: str, passthrough: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
     """docker SDK and requests exceptions -> BackendError (ours and ``passthrough`` pass)."""

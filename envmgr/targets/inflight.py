@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from envmgr.errors import EnvmgrError
+
 _lock = threading.Lock()
 _kills: dict[int, Callable[[], None]] = {}
 
@@ -37,6 +39,6 @@ def kill_all() -> int:
     for kill in kills:
         try:
             kill()
-        except Exception:  # one that already ended must not keep the others alive
+        except (OSError, EnvmgrError):  # one that already ended must not keep the others alive
             pass
     return len(kills)

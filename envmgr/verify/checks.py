@@ -184,6 +184,22 @@ def _release(version: str) -> str:
 # --- evaluating one check on one host ---------------------------------------------------
 
 
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """What testinfra's transports raise for a host they cannot use or reach, translated to
+    ``BackendError`` where they are called: RuntimeError (an unknown backend, a connection or
+    inventory failure), OSError (sockets, a missing client binary), ValueError (a URL it cannot
+    parse), LookupError (a host the inventory lacks), ImportError (a client library missing),
+    and paramiko's SSHException where paramiko is installed."""
+    errors: list[type[BaseException]] = [RuntimeError, OSError, ValueError, LookupError, ImportError]
+    try:
+        from paramiko import SSHException
+    except ImportError:
+        pass
+    else:
+        errors.append(SSHException)
+    return tuple(errors)
+
+
 def evaluate(check: Check, host: Host, *, label: str | None = None) -> CheckResult:
     """Run ``check`` on a testinfra ``host``. A host that cannot run commands at all is a
     ``BackendError``; anything the host runs but gets wrong is a failed result."""
@@ -193,7 +209,7 @@ def evaluate(check: Check, host: Host, *, label: str | None = None) -> CheckResu
         ok, found = observe(check, host)
     except BackendError:
         raise
-    except Exception as exc:  # testinfra backends raise what their transport raises
+    except transport_errors() as exc:  # a check's command could not run on the host
         raise BackendError(f"{label}: {check.id}: could not run the check: {exc}",
                            hint="is the host reachable with this URL?") from exc
     return CheckResult(host=label, check=check.id, ok=ok, expected=check.expected,

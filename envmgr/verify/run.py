@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from envmgr.errors import BackendError, UsageError
 from envmgr.spec.models import Spec
-from envmgr.verify.checks import Check, CheckResult, checks_for, evaluate, host_label
+from envmgr.verify.checks import Check, CheckResult, checks_for, evaluate, host_label, transport_errors
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -59,7 +59,7 @@ def hosts_of(url: str) -> list[Host]:
 
     try:
         hosts = testinfra.get_hosts([url])
-    except Exception as exc:  # unknown scheme, bad inventory, missing client library...
+    except transport_errors() as exc:  # unknown scheme, bad inventory, missing client library...
         raise BackendError(f"{url}: testinfra cannot use this host: {exc}",
                            hint="check the URL and that its client (docker, ssh, ansible) is installed") from exc
     if not hosts:
@@ -72,7 +72,7 @@ def ensure_reachable(label: str, host: Host) -> None:
     exception: run one echo so that such a host is an error, not a page of failed checks."""
     try:
         out = host.run("echo %s", REACHABLE_SENTINEL)
-    except Exception as exc:
+    except transport_errors() as exc:
         raise BackendError(f"{label}: cannot run commands: {exc}",
                            hint="is the host up and reachable with this URL?") from exc
     if out.rc != 0 or REACHABLE_SENTINEL not in out.stdout:

@@ -20,9 +20,13 @@ import comm_summary
 from envmgr.targets.local import LocalTarget
 from envmgr.bench import comm
 from envmgr.probes import runner
+from envmgr.probes.args import probe_env
 from envmgr.probes.runner import ProbeInfo
+from envmgr.spec import load_spec
 
 pytestmark = pytest.mark.gpu
+# The device machine's site policy (NVLink multicast off), from its spec, as the runner passes it.
+DEVICE_ENV = probe_env(load_spec(Path(__file__).resolve().parents[2] / "specs" / "h200.yaml").spec)
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +59,7 @@ def test_tp_and_ep_verify_step_eager_and_in_one_graph(gpus, world_size):
                                                      else f"this machine has {gpus} GPU(s)"))
     lines: list[str] = []
     result = comm_summary.run_comm_bench(LocalTarget(), sys.executable, comm.comm_args(world_size=world_size),
-                                 lines.append)
+                                         lines.append, env=DEVICE_ENV)
     summary = comm_summary.summarize(result)
     suffix = f"_ws{world_size}" if world_size else ""
     keep(f"comm_bench{suffix}.json", result)
@@ -65,7 +69,7 @@ def test_tp_and_ep_verify_step_eager_and_in_one_graph(gpus, world_size):
     details = result["details"]
     assert result["status"] == "pass", f"{result['summary']}\n{details.get('traceback')}"
     assert details["world_size"] == gpus and details["nccl_version"]
-    assert details["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert details["multicast"]["NCCL_NVLS_ENABLE"] == "0"  # from the device spec's env
     assert details["launch_overhead_only"] is (gpus == 1)
     for name in ("tp", "ep"):
         scheme = details[name]

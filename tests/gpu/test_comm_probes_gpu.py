@@ -15,16 +15,22 @@ from pathlib import Path
 
 import pytest
 
+from envmgr.probes.args import probe_env
 from envmgr.probes.contract import MARKER
 from envmgr.probes.runner import script_source
+from envmgr.spec import load_spec
 
 pytestmark = pytest.mark.gpu
+
+
+# The device machine's site policy (NVLink multicast off), from its spec, as the runner passes it.
+DEVICE_ENV = probe_env(load_spec(Path(__file__).resolve().parents[2] / "specs" / "h200.yaml").spec)
 
 
 def run_probe(name: str, args: dict | None = None, timeout: float = 400, keep_as: str | None = None) -> dict:
     source = script_source(name)
     out = subprocess.run([sys.executable, "-c", source, json.dumps(args or {})], capture_output=True,
-                         text=True, timeout=timeout, check=False)
+                         text=True, timeout=timeout, check=False, env={**os.environ, **DEVICE_ENV})
     lines = [line for line in out.stdout.splitlines() if line.startswith(MARKER)]
     assert len(lines) == 1, f"rc {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     result = json.loads(lines[0][len(MARKER):])
@@ -51,7 +57,7 @@ def test_nccl_allreduce_is_correct_eager_and_in_a_graph_for_every_algorithm(gpus
     assert details["world_size"] == gpus and details["nccl_version"]
     assert [c["label"] for c in details["combinations"]] == ["default", "algo=Ring", "algo=Tree"]
     for combo in details["combinations"]:
-        assert combo["ok"] and combo["env"]["NCCL_NVLS_ENABLE"] == "0"
+        assert combo["ok"] and combo["multicast"]["NCCL_NVLS_ENABLE"] == "0"
         assert len(combo["eager"]) == len(combo["graph"]) == len(details["sizes"])
         assert all(row["wrong"] == 0 and row["time_us"] > 0 for row in combo["eager"] + combo["graph"])
     for times in details["verify_size_us"].values():
@@ -103,7 +109,7 @@ def test_symm_mem_allocates_and_rendezvous_at_every_world_size(gpus):
     assert [ws["world_size"] for ws in details["world_sizes"]] == [gpus]  # passing: no diagnostic run
     assert all(ws["ok"] and ws["peer_wrong"] == 0 for ws in details["world_sizes"])
     assert "one_shot_all_reduce" in details["world_sizes"][0]  # a time, or the error text (informational)
-    assert details["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"  # the device rule: multicast off
+    assert details["multicast"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"  # the device spec's env: multicast off
 
 
 def test_p2p_reports_topology_and_checks_pairs_from_two_gpus(gpus):

@@ -285,7 +285,7 @@ def test_broken_host_stops_the_rollout_and_a_rerun_converges(fleet, tmp_path):
     assert all(sh(c, f"readlink {CURRENT_ENV}") == new_env for c in fleet["containers"])
     assert realized.details["probe"] == sorted(fleet["names"]) and realized.details["probe_reused"] == []
     assert not CANARY.exists()
-    # run() passes the spec's env as data too: the command sees the literal text
-    seen = final.run_all(["sh", "-c", 'printf %s "$FLEET_VALUE"'])
+    # a target of what was built passes the recorded env as data too: the command sees the literal text
+    seen = HostsTarget(realized.target).run_all(["sh", "-c", 'printf %s "$FLEET_VALUE"'])
     assert {r.stdout for r in seen.values()} == {INJECTED}
     assert not CANARY.exists()

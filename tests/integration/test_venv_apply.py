@@ -282,3 +282,6 @@ def test_a_venv_never_plans_the_hosts_driver_it_checks_it(tmp_path: Path, home: 
     planned = json.loads(envmgr(home, "plan", str(spec), "--json").stdout)
     assert [a["kind"] for a in planned["host_prerequisites"]] == ["driver.install"]
     assert all(a["scope"] == "environment" for a in planned["actions"])
+    # the steps the plan lists are the venv builder's, and none of them touches the driver
+    assert [s["step"] for s in planned["steps"]] == ["resolve", "venv", "install", "env"]
+    assert not any("driver" in s["summary"] for s in planned["steps"])

@@ -133,9 +133,14 @@ def test_count_visible_reads_cuda_visible_devices_like_cuda(value, physical, exp
 # --- env of the workers -------------------------------------------------------------------
 
 
-def test_worker_env_turns_multicast_off_by_default():
-    env = allreduce.worker_env({})
-    assert env == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+def test_worker_env_has_no_policy_of_its_own_and_records_what_the_workers_see(monkeypatch):
+    """Multicast off is site policy: the spec's env (specs/h200.yaml) sets it, workers inherit it."""
+    assert allreduce.worker_env({}) == {}
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    monkeypatch.delenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", raising=False)
+    monkeypatch.delenv("NVSHMEM_DISABLE_NVLS", raising=False)
+    assert allreduce.multicast_seen({"NVSHMEM_DISABLE_NVLS": "1"}) == {
+        "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": None, "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 def test_worker_env_args_override_defaults_and_combination_wins():
@@ -148,7 +153,7 @@ def test_worker_env_args_override_defaults_and_combination_wins():
 def test_apply_env_sets_and_unsets(monkeypatch):
     monkeypatch.setenv("NCCL_ALGO", "Tree")
     monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
-    allreduce.apply_env(allreduce.worker_env({}, allreduce.combo_env({"algo": None})))
+    allreduce.apply_env(allreduce.worker_env({"env": {"NCCL_NVLS_ENABLE": "0"}}, allreduce.combo_env({"algo": None})))
     assert "NCCL_ALGO" not in os.environ  # "default" means NCCL chooses, whatever the parent had
     assert os.environ["NCCL_NVLS_ENABLE"] == "0"
 
@@ -411,7 +416,7 @@ def test_a_hang_after_a_partial_report_keeps_the_partial():
 
 
 def test_workers_answer_with_their_rank_and_the_env_given():
-    env = allreduce.worker_env({}, allreduce.combo_env({"algo": "Tree"}))
+    env = allreduce.worker_env({"env": {"NCCL_NVLS_ENABLE": "0"}}, allreduce.combo_env({"algo": "Tree"}))
     run = allreduce.run_workers(answer_target, 3, {"env": env}, timeout_s=30)
     assert run["timed_out"] == []
     assert [run["ranks"][r]["rank"] for r in range(3)] == [0, 1, 2]

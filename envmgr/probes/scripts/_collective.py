@@ -73,7 +73,7 @@ def combination_verdict(combo: dict, env: dict, run: dict, factor: float, row_la
     ``row_label(row)`` names a row in the "wrong elements" error; ``decorate(out)`` adds what a
     probe's rows carry besides bytes (it runs before that error is written, and on failures)."""
     ranks = [run["ranks"][r] for r in sorted(run["ranks"])]
-    out = {"label": combo_label(combo), "env": env,
+    out = {"label": combo_label(combo), "env": env, "multicast": multicast_seen(env),
            "wall_s": run["wall_s"], "ok": False, "error": first_error(run)}
     if out["error"]:
         out["traceback"] = next((r.get("traceback") for r in ranks if r.get("traceback")), None)

@@ -1,6 +1,6 @@
 """Shared by the multi-rank probes (prepended by the runner, see contract.py): worker
 processes forked per rank, rendezvous through a FileStore, timeouts that kill the ranks,
-and the multicast-off environment every worker gets."""
+and each worker's environment."""
 
 from __future__ import annotations
 
@@ -9,16 +9,22 @@ import time
 import traceback
 
 
-# NVLink multicast (NVLS) stays off in every worker unless args["env"] says otherwise.
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# The switches of NVLink multicast (NVLS). A probe sets none of them: a site that needs
+# multicast off (the lent GPU machines do) says so in its spec's env, which every worker
+# inherits; what the workers saw is recorded beside the results.
+MULTICAST_VARS = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 
 
 def worker_env(args: dict, extra: dict | None = None) -> dict:
-    """Env changes for a worker: multicast off, then args["env"], then ``extra``; None unsets."""
-    env = dict(MULTICAST_OFF)
-    env.update({k: None if v is None else str(v) for k, v in (args.get("env") or {}).items()})
+    """Env changes for a worker: args["env"], then ``extra``; None unsets."""
+    env = {k: None if v is None else str(v) for k, v in (args.get("env") or {}).items()}
     env.update({k: None if v is None else str(v) for k, v in (extra or {}).items()})
     return env
+
+
+def multicast_seen(env: dict) -> dict:
+    """The multicast switches as a worker given ``env`` sees them (None: unset, the library decides)."""
+    return {k: env[k] if k in env else os.environ.get(k) for k in MULTICAST_VARS}
 
 
 def apply_env(env: dict) -> None:

@@ -25,7 +25,7 @@ args (all optional):
   graph             capture each step in a CUDA graph too (default true)
   graph_replays     timed replays (default 20; one untimed before)
   timeout_s         for the workers, a hang is reported and its ranks killed (default 120)
-  env               extra env for the workers (overrides the multicast-off defaults)
+  env               extra env for the workers (over the spec's env they inherit)
   backend           "nccl" (default) | "gloo" (CPU plumbing, for tests: no CUDA graph)
   draft_tokens, batch, tokens_from   echoed into details.shape (how tokens was derived)
 
@@ -375,5 +375,6 @@ def probe(args: dict) -> dict:
     header["shape"] = payload["shape"]
     env = worker_env(args)
     header["env"] = env
+    header["multicast"] = multicast_seen(env)
     run = run_workers(comm_worker, world_size, {**payload, "env": env}, float(args.get("timeout_s", 120)))
     return overall_result(summarize_run(run, payload["shape"], world_size), world_size, header)

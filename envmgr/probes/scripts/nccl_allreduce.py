@@ -16,7 +16,7 @@ args (all optional):
   graph          capture in a CUDA graph too (default true)
   graph_ops, graph_replays  all-reduces captured per graph, timed replays (default 10, 5)
   timeout_s      per combination; a hang is reported and its workers killed (default 60)
-  env            extra env for the workers (overrides the multicast-off defaults)
+  env            extra env for the workers (over the spec's env they inherit)
   backend        "nccl" (default) | "gloo" (CPU plumbing, for tests: no CUDA graph)
 
 details: torch, cuda, nccl_version, gpus_visible, world_size, dtype, sizes, verify_bytes,

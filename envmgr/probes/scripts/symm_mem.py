@@ -4,7 +4,8 @@ Standalone (probe contract): stdlib at module level, torch only inside probe() a
 Same process model as nccl_allreduce: forked workers, one per GPU, the parent never touches CUDA;
 every world size runs in fresh workers. Needs compute capability >= 8.0 and peer access between
 every pair of GPUs (without P2P, rendezvous fails with "CUDA driver error: invalid device ordinal").
-Multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1), so multimem ops are not exercised.
+With multicast off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1 in the spec's env, as on the lent machines)
+multimem ops are not exercised; ``details.multicast`` records what the workers saw.
 Besides the gate, it times torch.ops.symm_mem.one_shot_all_reduce at the verify step's 42 KiB
 (informational: its failure does not fail the probe) to set beside nccl_allreduce's number.
 
@@ -14,7 +15,7 @@ args (all optional):
                  fails, world size 1 runs too, to tell "broken" from "broken across GPUs".
   iters          one_shot_all_reduce timing loop (default 20)
   timeout_s      per world size (default 30)
-  env            extra env for the workers (overrides the multicast-off defaults)
+  env            extra env for the workers (over the spec's env they inherit)
 
 details: torch, cuda, gpus_visible, api {module: [names], ops: [names]}, bytes, multi_rank, and
   world_sizes [{world_size, ok, error, failed_step, peer_wrong, init_s, wall_s, device, capability,
@@ -222,4 +223,4 @@ def probe(args: dict) -> dict:
     if extra:
         run = run_workers(symm_mem_worker, extra, payload, float(args.get("timeout_s", 30)))
         results.insert(0, summarize_world_size(extra, run))
-    return overall_result(results, {**header, "env": payload["env"]})  # evidence: multicast was off
+    return overall_result(results, {**header, "env": payload["env"], "multicast": multicast_seen(payload["env"])})
