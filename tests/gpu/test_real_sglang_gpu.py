@@ -199,13 +199,13 @@ def test_bench_real_server_dense_model(sglang, tmp_path):
         assert "H200" in cell.served_by.gpu
         assert cell.load_params["num_prompts"] == 64
     kv = cells["kv_0006"]
-    assert kv.outcome == "crashed" and kv.findings[0]["id"] == "kv_pool_oom", kv.summary
-    values = kv.findings[0]["values"]
+    assert kv.outcome == "crashed" and kv.findings[0].id == "kv_pool_oom", kv.summary
+    values = kv.findings[0].values
     assert 0.0006 < values["min_mem_fraction_static"] < 0.001  # the real boundary is between them
     assert 0.5 < values["suggested_mem_fraction_static"] <= 0.95
     assert cells["tp2_on_one_gpu"].outcome == "skipped"
-    assert cells["tp2_on_one_gpu"].findings[0]["id"] == "parallel-exceeds-gpus"
-    assert cells["typo"].outcome == "skipped" and cells["typo"].findings[0]["id"] == "flag-unknown"
+    assert cells["tp2_on_one_gpu"].findings[0].id == "parallel-exceeds-gpus"
+    assert cells["typo"].outcome == "skipped" and cells["typo"].findings[0].id == "flag-unknown"
 
     report = envmgr("report", "--home", str(home), "--out", str(tmp_path / "report"))
     assert report.returncode == 0 and "sglang 0.5.11 on NVIDIA H200" in report.stdout
@@ -352,7 +352,7 @@ def test_bench_real_server_moe_model(sglang, tmp_path):
     assert cells["ep1_triton"].served_by.server_version == "0.5.11"
     # the environment has no deep_ep: found before launch, not after loading the weights
     assert cells["ep_deepep"].outcome == "skipped"
-    assert cells["ep_deepep"].findings[0]["id"] == "feature-package-missing"
+    assert cells["ep_deepep"].findings[0].id == "feature-package-missing"
     # on 2026-12-01 the warmup never finished: now a hang at the stall limit, not the startup limit
     a2a = cells["ep_flashinfer_a2a"]
     assert a2a.outcome in ("hung", "ok", "crashed"), a2a.summary

@@ -85,5 +85,5 @@ def test_matrix_cells_in_an_image_with_load(docker_client, double_image, tmp_pat
     ok, crashed = run.results
     assert ok.outcome == "ok", ok
     assert ok.load.completed == 8 and ok.load.output_throughput > 0
-    assert crashed.outcome == "crashed" and crashed.findings[0]["id"] == "kv_pool_oom"
+    assert crashed.outcome == "crashed" and crashed.findings[0].id == "kv_pool_oom"
     assert running_containers(docker_client, double_image) == []

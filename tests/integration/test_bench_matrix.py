@@ -69,7 +69,7 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     assert by_config["baseline"].load.completed == 8
     assert by_config["baseline"].load.output_throughput > 0
     assert by_config["ep_flashinfer_a2a"].outcome == "crashed"
-    assert by_config["ep_flashinfer_a2a"].findings[0]["id"] == "kv_pool_oom"
+    assert by_config["ep_flashinfer_a2a"].findings[0].id == "kv_pool_oom"
     assert by_config["ep_flashinfer_a2a"].verdict_after_line_s < 5  # decided by its log line
     assert "0.92" in by_config["ep_flashinfer_a2a"].summary
     assert by_config["ep_mem092"].outcome == "ok", by_config["ep_mem092"]
@@ -87,7 +87,7 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     assert on_new["baseline"].outcome == "ok"
     assert on_new["baseline"].env.versions["sglang"] == "0.5.15"
     assert on_new["ep_flashinfer_a2a"].outcome == "skipped"
-    assert on_new["ep_flashinfer_a2a"].findings[0]["id"] == "a2a-flashinfer-needs-dp-attention"
+    assert on_new["ep_flashinfer_a2a"].findings[0].id == "a2a-flashinfer-needs-dp-attention"
 
     # Recorded beside the generation; a second run reuses every cell.
     cell_dir = store.get(gen).path / "bench" / "baseline"
@@ -216,7 +216,7 @@ def test_flags_are_checked_against_the_locked_sglang_not_the_spec_range(tmp_path
     spec_file.write_text(yaml.safe_dump(data))
     gen = make_generation(store, spec_file, "0.5.23")
     cells = prepare(ROOT / "specs" / "cuda128.yaml", ["baseline"], [str(gen)], home)
-    ids = {p["id"] for p in cells[0].problems if p["severity"] == "error"}
+    ids = {p.id for p in cells[0].problems if p.fatal}
     assert "flag-removed" in ids  # --cuda-graph-max-bs is gone from 0.5.20 on
     assert cells[0].env.sglang == "0.5.23"
 
@@ -230,7 +230,7 @@ def test_a_cell_whose_server_turned_the_feature_off_ran_without_it(setup, tmp_pa
     assert cell.outcome == "ok", cell.summary
     assert cell.ran_without == ("torch symmetric memory",)
     assert "RAN WITHOUT torch symmetric memory" in cell.summary
-    assert [f["id"] for f in cell.findings] == ["symm_mem_off"] and cell.findings[0]["severity"] == "warning"
+    assert [f.id for f in cell.findings] == ["symm_mem_off"] and cell.findings[0].severity == "warning"
     assert read_result(store.get(new).path / "bench" / "torch_symm_mem").ran_without == ("torch symmetric memory",)
 
     from envmgr.report.bench import comparison, render_terminal, write_report
