@@ -80,8 +80,15 @@ def execute(steps: Sequence[Step], build: Build) -> Realized:
 
 
 def package_changes(actions: Sequence[Action], limit: int = 4) -> str:
-    """``torch: 2.9.1 -> 2.10.0, flashinfer-python: 0.6.0 (+3 more)`` from a plan's package actions."""
-    changes = [a.summary() for a in actions if a.kind.startswith("package.")]
+    """``+sglang-kernel ==0.4.4, -sgl-kernel, torch ==2.9.1 -> ==2.10.0 (+3 more)``: a plan's packages."""
+    changes = []
+    for a in actions:
+        if a.kind == "package.install":
+            changes.append(f"+{a.target} {a.after}")
+        elif a.kind == "package.remove":
+            changes.append(f"-{a.target}")
+        elif a.kind.startswith("package."):
+            changes.append(f"{a.target} {a.before} -> {a.after}")
     if not changes:
         return "no package changes"
     shown = ", ".join(changes[:limit])

@@ -73,6 +73,7 @@ class Service(Protocol):
 class Target:
     """Where commands run. Subclasses set the flags and implement ``run`` (and ``start``)."""
 
+    scheme: ClassVar[str] = ""  # its URLs' scheme, for messages
     url: str = ""
     interpreter: str = "python3"  # the environment's own Python, as commands there name it
     can_start: ClassVar[bool] = False  # long-running services (a server) via start()
@@ -85,7 +86,7 @@ class Target:
     def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Service:
         from envmgr.errors import UsageError
 
-        raise UsageError(f"{self.url} cannot start a server",
+        raise UsageError(f"{self.scheme}:// targets cannot start a server",
                          hint="use local://, venv:// or docker://IMAGE for a benchmark server")
 
     def environment(self) -> dict[str, str]:

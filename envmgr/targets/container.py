@@ -32,6 +32,7 @@ RUN_LABEL = "dev.envmgr.run"  # on every throwaway container: `docker ps -a -f l
 class ContainerTarget(Target):
     """Throwaway containers of one image (``docker://REPOSITORY:TAG``, or an image id)."""
 
+    scheme = "docker"
     interpreter = VENV_PYTHON
     can_start = True
 

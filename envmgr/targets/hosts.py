@@ -36,6 +36,7 @@ RUN_ENV = {
 class HostsTarget(Target):
     """The hosts of one inventory group."""
 
+    scheme = "ansible"
     interpreter = f"{CURRENT_ENV}/bin/python"
 
     def __init__(self, url: str) -> None:

@@ -26,6 +26,7 @@ _DRAIN_AFTER_KILL_S = 5.0
 class LocalTarget(Target):
     """Runs argv lists on the local host. Stateless; ``close()`` is there for the protocol."""
 
+    scheme = "local"
     url = "local://"
     can_start = True
     runs_here = True

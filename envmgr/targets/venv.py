@@ -23,6 +23,7 @@ PATH_PREPEND = "PATH_PREPEND"  # the recorded directories that go before the hos
 class VenvTarget(Target):
     """A venv named by its path (``venv:///opt/envs/x``)."""
 
+    scheme = "venv"
     can_start = True
     runs_here = True
 

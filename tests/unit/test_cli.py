@@ -67,6 +67,10 @@ def test_plan_between_specs_exits_2_with_changes(capsys):
     rc, out, _ = run(capsys, "plan", str(SPECS / "cuda13.yaml"), "--from", str(SPECS / "cuda128.yaml"), "--json")
     doc = json.loads(out)
     assert doc["builder"] == "venv" and {a["kind"] for a in doc["host_prerequisites"]} >= {"driver.upgrade", "toolkit.add"}
+    # the steps apply would execute, as the venv builder lists them: none for the host
+    assert [s["step"] for s in doc["steps"]] == ["resolve", "venv", "install", "env"]
+    assert "flashinfer-python ==0.6.3 -> ==0.6.12" in doc["steps"][2]["summary"]
+    assert "+sglang-kernel ==0.4.4" in doc["steps"][2]["summary"] and "-sgl-kernel" in doc["steps"][2]["summary"]
 
 
 def test_plan_without_changes_exits_0(capsys):

@@ -1,0 +1,136 @@
+"""The seam between targets (run commands) and builders (steps): registries by URL, capabilities
+declared as class flags, and one list of steps that plan shows and apply executes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envmgr.builders import open_builder
+from envmgr.builders.base import Build, Builder, Realized, Step, execute, package_changes
+from envmgr.builders.fleet import FleetBuilder
+from envmgr.builders.image import ImageBuilder
+from envmgr.builders.venv import VenvBuilder
+from envmgr.errors import UsageError
+from envmgr.plan import Action
+from envmgr.spec import load_spec
+from envmgr.targets import open_target
+from envmgr.targets.container import ContainerTarget
+from envmgr.targets.hosts import HostsTarget
+from envmgr.targets.local import LocalTarget
+from envmgr.targets.venv import VenvTarget
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+
+
+@pytest.mark.parametrize(("url", "cls"), [
+    ("local://", LocalTarget), ("venv:///opt/x", VenvTarget), ("docker://envmgr/x:abc", ContainerTarget),
+    ("ansible://gpu?inventory=/h.yml", HostsTarget),
+])
+def test_a_url_opens_its_target_with_declared_capabilities(url, cls):
+    target = open_target(url)
+    assert type(target) is cls
+    # what a server needs, and whether its processes are this machine's: said, never probed
+    assert (cls.can_start, cls.runs_here) == {LocalTarget: (True, True), VenvTarget: (True, True),
+                                              ContainerTarget: (True, False), HostsTarget: (False, False)}[cls]
+
+
+def test_a_target_that_cannot_start_a_server_says_what_can():
+    with pytest.raises(UsageError, match="cannot start a server") as info:
+        HostsTarget("ansible://gpu?inventory=/h.yml").start(["python"])
+    assert "docker://" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(("url", "cls"), [
+    ("venv://", VenvBuilder), ("docker://envmgr/x", ImageBuilder), ("ansible://gpu", FleetBuilder),
+])
+def test_a_url_opens_its_builder(url, cls):
+    assert type(open_builder(url)) is cls and cls.can_check is (cls is FleetBuilder)
+
+
+def test_local_builds_nothing():
+    with pytest.raises(UsageError, match="cannot build an environment") as info:
+        open_builder("local://")
+    assert "venv://" in (info.value.hint or "")
+
+
+def test_venv_steps_are_listed_without_side_effects_and_honour_the_venv_root(tmp_path):
+    loaded = load_spec(SPECS / "demo-cpu.yaml")
+    steps = VenvBuilder(f"venv://{tmp_path}/envs").steps(loaded, [])
+    assert [s.name for s in steps] == ["resolve", "venv", "install", "env"]
+    assert f"{tmp_path}/envs/generation-N" in steps[1].summary
+    assert "no package changes" in steps[2].summary
+    assert not (tmp_path / "envs").exists()  # listing is the plan: nothing was made
+
+
+def test_an_installer_the_venv_builder_lacks_is_a_usage_error():
+    with pytest.raises(UsageError, match="unknown installer"):
+        VenvBuilder("venv://?installer=conda")
+
+
+def test_execute_runs_the_steps_in_order_with_progress_and_returns_what_the_last_left(tmp_path):
+    seen: list[str] = []
+
+    def last(build: Build) -> None:
+        build.realized = Realized("venv:///x", "/x", build.lock)
+
+    steps = [Step("resolve", "lock it", lambda build: setattr(build, "lock", "six==1.16.0\n")),
+             Step("venv", "make it", last)]
+    realized = execute(steps, Build(load_spec(SPECS / "demo-cpu.yaml"), tmp_path, seen.append))
+    assert seen == ["[1/2] lock it", "[2/2] make it"]
+    assert (realized.target, realized.lock) == ("venv:///x", "six==1.16.0\n")
+
+
+def test_a_step_that_fails_stops_the_ones_after_it(tmp_path):
+    ran: list[str] = []
+
+    def boom(build: Build) -> None:
+        raise UsageError("the second step failed")
+
+    steps = [Step("a", "a", lambda b: ran.append("a")), Step("b", "b", boom), Step("c", "c", lambda b: ran.append("c"))]
+    with pytest.raises(UsageError, match="second step"):
+        execute(steps, Build(load_spec(SPECS / "demo-cpu.yaml"), tmp_path, lambda line: None))
+    assert ran == ["a"]
+
+
+def test_apply_executes_exactly_the_steps_the_plan_listed(tmp_path):
+    """plan and apply get their steps from one call (apply.plan_for): a builder whose steps are
+    recorded shows that the list confirmed is the list run."""
+    from envmgr.apply import apply
+    from envmgr.state import Store
+
+    loaded = load_spec(SPECS / "demo-cpu.yaml")
+    ran: list[str] = []
+
+    class Recording(Builder):
+        kind = "venv"
+
+        def steps(self, loaded, actions):
+            def done(build: Build) -> None:
+                ran.append("done")
+                build.realized = Realized(f"venv://{build.workdir}/venv", str(build.workdir / "venv"), "x==1\n")
+
+            return [Step("one", f"{len(actions)} action(s)", lambda build: ran.append("one")), Step("two", "last", done)]
+
+    shown: list[list[str]] = []
+
+    def confirm(actions, steps):
+        shown.append([s.name for s in steps])
+        return True
+
+    result = apply(loaded, Recording(), Store(tmp_path / "home"), lambda line: None, confirm)
+    assert result.status == "applied" and shown == [["one", "two"]] and ran == ["one", "done"]
+    assert [s.name for s in result.steps] == ["one", "two"]
+    recorded = (result.generation.path / "plan.json").read_text()
+    assert '"step": "one"' in recorded and '"step": "two"' in recorded
+
+
+def test_package_changes_read_as_a_diff():
+    actions = [Action("package.install", "sglang-kernel", None, "==0.4.4", ""),
+               Action("package.remove", "sgl-kernel", "==0.3.21", None, ""),
+               Action("package.upgrade", "torch", "==2.9.1", "==2.10.0", ""),
+               Action("env.set", "X", None, "1", "")]
+    assert package_changes(actions) == "+sglang-kernel ==0.4.4, -sgl-kernel, torch ==2.9.1 -> ==2.10.0"
+    assert package_changes(actions * 3, limit=2).endswith("(+7 more)")
+    assert package_changes([]) == "no package changes"
