@@ -62,13 +62,19 @@ def generation_state(gen: Generation, target: Target) -> tuple[Drift, str | None
     return compare(gen.lock, facts.python.packages), None
 
 
-def plan_for(loaded: LoadedSpec, builder: Builder, previous: Generation | None) -> tuple[list[Action], list[Action], list[Step]]:
-    """What apply would do, from the current generation: (actions, host prerequisites, steps).
+def baseline_of(previous: Generation | None) -> State:
+    """What a new generation is planned against: the current one's spec, else nothing."""
+    if previous is None:
+        return State(label="nothing (first generation)")
+    return state_from_spec(current_spec(previous).spec, f"generation {previous.number}")
+
+
+def plan_for(loaded: LoadedSpec, builder: Builder,
+             baseline: State) -> tuple[list[Action], list[Action], list[Step]]:
+    """(actions, host prerequisites, the builder's steps) from ``baseline`` to ``loaded``.
     ``envmgr plan`` and ``apply`` both call this, so the steps shown are the steps executed."""
-    baseline = state_from_spec(current_spec(previous).spec, f"generation {previous.number}") \
-        if previous else State(label="nothing (first generation)")
     actions, needed = split_for_builder(plan(baseline, loaded.spec), builder.kind)
-    return actions, needed, builder.steps(loaded, actions)
+    return actions, needed, builder.steps(loaded, actions) if actions else []
 
 
 def apply(
@@ -86,7 +92,7 @@ def apply(
         previous = store.current()
         if previous is not None and _is_unchanged(previous, loaded, builder.kind, open_target):
             return ApplyResult("unchanged", previous=previous, generation=previous)
-        actions, needed, steps = plan_for(loaded, builder, previous)
+        actions, needed, steps = plan_for(loaded, builder, baseline_of(previous))
         _check_host_prerequisites(needed, loaded, builder.kind, progress)
         if not confirm(actions, steps):
             return ApplyResult("declined", actions, previous=previous, steps=steps)

@@ -121,7 +121,6 @@ def cmd_validate(a: argparse.Namespace) -> int:
 def cmd_plan(a: argparse.Namespace) -> int:
     """What applying SPEC would change (from the current generation, else this host): exit 0 no changes, 2 changes, 1 error."""
     from envmgr.compat import check
-    from envmgr.plan import plan as make_plan
     from envmgr.plan import state_from_facts, state_from_spec
     from envmgr.spec import load_spec
 
@@ -152,14 +151,13 @@ def cmd_plan(a: argparse.Namespace) -> int:
             with LocalTarget() as local:
                 observed = collect_facts(local)
         current = state_from_facts(observed, "local://" if a.facts is None else str(a.facts))
+    from envmgr.apply import plan_for
     from envmgr.builders import open_builder
-    from envmgr.plan import split_for_builder
     from envmgr.targets.urls import default_url
 
     findings = check(loaded, observed)
     with open_builder(default_url(loaded.spec)) as builder:  # the spec's realize.backend builds it
-        actions, needed = split_for_builder(make_plan(current, loaded.spec), builder.kind)
-        steps = builder.steps(loaded, actions) if actions else []  # what apply would execute
+        actions, needed, steps = plan_for(loaded, builder, current)
     if a.json:
         _emit({"spec": str(a.spec), "name": loaded.spec.metadata.name, "from": current.label,
                "builder": builder.kind, "changes": len(actions), "actions": [x.to_dict() for x in actions],

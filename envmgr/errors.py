@@ -14,7 +14,7 @@ translated into this tree where envmgr calls them, chained with ``from exc``.
     ├── FactsError               a fact of a target could not be collected or parsed
     ├── StateError               the state directory is busy or damaged
     ├── LoadParseError           bench_serving's output holds no result envmgr can read
-    └── BackendError             a backend could not run a command or realize a spec
+    └── BackendError             a target could not run a command, or a builder a step
         ├── CommandNotFound      the program to run does not exist on the target
         ├── CommandTimeout       a command ran past its time limit (its process group was killed)
         ├── LaunchError          a server could not even be started (port taken, no way to host it)
@@ -97,7 +97,7 @@ class FactsError(EnvmgrError):
 
 
 class BackendError(EnvmgrError):
-    """A backend could not run a command or realize a spec."""
+    """A target could not run a command, or a builder a step (library errors translated at its boundary)."""
 
 
 class CommandNotFound(BackendError):
@@ -117,7 +117,7 @@ class LoadParseError(EnvmgrError):
 
 
 class LaunchError(BackendError):
-    """The server could not even be started (port taken, backend cannot host a server)."""
+    """The server could not even be started (port taken, target cannot host a server)."""
 
 
 class RolloutFailed(BackendError):

@@ -7,7 +7,7 @@ name that only looks like a secret). Its value is replaced by ``REDACTED`` in ev
 envmgr prints or records about a spec: plan actions, apply's log, the generation's
 ``spec.yaml`` and ``plan.json``, ``bench --dry-run``, ``result.json``. It reaches the process
 that needs it through that process's environment (never its command line), and is never
-written into an image: the Docker backend leaves it out of the Dockerfile.
+written into an image: the image builder leaves it out of the Dockerfile.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Layout under ``$ENVMGR_HOME`` (default ``$XDG_STATE_HOME/envmgr`` or ``~/.local/state/envmgr``)::
 
     lock                      flock: one apply (or rollback) at a time
-    generations/N/            spec.yaml, plan.json, lock.txt, logs/, what the backend built
+    generations/N/            spec.yaml, plan.json, lock.txt, logs/, what the builder made
     generations/N/meta.json   written last, atomically: a generation without it is incomplete
     generations/N/gate.json   the probe gate's verdict, written before ``current`` may move
     current -> generations/N  switched with an atomic rename of a new symlink

@@ -2,7 +2,7 @@
 
 A command that runs in a worker thread (parallel probes, verify on several hosts) blocks in
 that thread; a Ctrl-C or SIGTERM reaches only the main thread, and the pool would then wait
-for every probe to finish or time out. Each backend registers how to kill the command it is
+for every probe to finish or time out. Each target registers how to kill the command it is
 waiting on (``running``), and whoever catches the interrupt calls ``kill_all``: the blocked
 calls return at once, their threads end, and nothing is left running.
 """

@@ -1,6 +1,6 @@
 """Run a long command with its output streamed line by line (builds, installs).
 
-Like ``LocalBackend.run`` it gives the command its own process group and kills the
+Like ``LocalTarget.run`` it gives the command its own process group and kills the
 whole group on timeout or interrupt; unlike it, each output line reaches ``on_line``
 as it is printed (for progress) and the combined output is kept for the result.
 """

@@ -172,7 +172,7 @@ def test_apply_with_local_backend_is_a_usage_error(capsys, tmp_path):
 def test_unknown_backend_scheme(capsys, tmp_path):
     rc, _, err = run(capsys, "apply", str(SPECS / "demo-cpu.yaml"), "--backend", "conda://x", "--yes",
                      "--home", str(tmp_path))
-    assert rc == 1 and "not a backend URL" in err
+    assert rc == 1 and "not an environment URL" in err
 
 
 def test_report_from_recorded_results_writes_html_png_json(capsys, tmp_path):
