@@ -74,7 +74,7 @@ def plan_for(loaded: LoadedSpec, builder: Builder,
     """(actions, host prerequisites, the builder's steps) from ``baseline`` to ``loaded``.
     ``envmgr plan`` and ``apply`` both call this, so the steps shown are the steps executed."""
     actions, needed = split_for_builder(plan(baseline, loaded.spec), builder.kind)
-    return actions, needed, builder.steps(loaded, actions) if actions else []
+    return actions, needed, builder.steps(loaded, actions)  # a build with no action repairs drift
 
 
 def apply(

@@ -158,6 +158,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
     findings = check(loaded, observed)
     with open_builder(default_url(loaded.spec)) as builder:  # the spec's realize.backend builds it
         actions, needed, steps = plan_for(loaded, builder, current)
+    steps = steps if actions else []  # nothing to change: apply says unchanged and builds nothing
     if a.json:
         _emit({"spec": str(a.spec), "name": loaded.spec.metadata.name, "from": current.label,
                "builder": builder.kind, "changes": len(actions), "actions": [x.to_dict() for x in actions],
