@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import signal
@@ -58,6 +59,28 @@ FACTS = opt("--facts", type=Path, metavar="FILE", help="Observed facts (from `en
 HOME = opt("--home", type=Path, metavar="DIR", help="State directory (default: $ENVMGR_HOME, else ~/.local/state/envmgr)")
 
 COMMANDS: list[tuple[str, Callable[[argparse.Namespace], int], tuple[Opt, ...]]] = []
+# What each command's exit code means (shown under its --help; a test checks every command has one).
+# Every command also exits 2 for a command line it rejects, and 130 / 128+N when interrupted.
+EXIT_CODES = {
+    "validate": "0 no error finding, 1 an error finding or an error",
+    "plan": "0 no changes, 2 changes, 1 an error",
+    "advise": "0 every blocker has a known way out, 1 not, or an error",
+    "facts": "0 facts collected (what is missing is reported, not an error), 1 an error",
+    "apply": "0 applied or unchanged (or declined), 1 required probes failed or an error",
+    "run": "the command's own; 127 it does not exist there; 1 an envmgr error",
+    "shell": "the shell's own; 1 an envmgr error",
+    "env": "0 printed, 1 an error",
+    "gc": "0 collected (or listed, --dry-run), 1 an error",
+    "generations": "0 listed, 1 an error",
+    "rollback": "0 switched, 1 refused or an error",
+    "status": "0 installed = lock, 2 drift, 1 the environment is missing or an error",
+    "probe": "0 nothing unexpected, 1 a probe erred, disagreed with its prediction or failed unforeseen",
+    "triage": "0 no known failure, 1 a failure, 2 only feature-off warnings",
+    "bench": "0 every cell ran its load, 1 a cell crashed, hung, timed out or was skipped, or an error",
+    "report": "0 written, 1 no results or an error",
+    "verify": "0 every check passed, 1 a check failed or an error",
+    "schema": "0",
+}
 
 
 def command(*options: Opt) -> Callable:
@@ -306,6 +329,111 @@ def cmd_apply(a: argparse.Namespace) -> int:
     return 1 if result.status == "probes-failed" else 0
 
 
+ENV = opt("--env", metavar="GEN|URL", help="current (default), a generation number, or a target URL "
+                                            "(venv:///path, docker://IMAGE:TAG, ansible://GROUP?inventory=FILE)")
+
+
+@command(ENV, HOME, opt("--timeout", type=positive, default=3600.0, metavar="S",
+                        help="Seconds the command may run in a container or on hosts (default 3600)"),
+         opt("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="The command and its arguments"))
+def cmd_run(a: argparse.Namespace) -> int:
+    """Run a command in an environment: its interpreter first on PATH, CUDA_HOME, the spec's env.
+
+    Exit code: the command's own; 127 when it does not exist there; 1 for an envmgr error.
+    On this host (venv, local) the command replaces envmgr, with the terminal and signals;
+    in a container or on hosts its output is printed when it ends (every host's, in order)."""
+    from envmgr.errors import CommandNotFound
+    from envmgr.targets import open_target
+    from envmgr.use import choose, exec_here, run_there
+
+    argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+    if not argv:
+        raise UsageError("no command to run", hint="envmgr run [--env GEN|URL] -- CMD [ARGS...]")
+    chosen = choose(a.env, a.home)
+    try:
+        with open_target(chosen.url) as target:
+            if target.runs_here:
+                exec_here(target, argv)  # returns only by raising
+            return run_there(target, argv, a.timeout)
+    except CommandNotFound as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return 127
+
+
+@command(ENV, HOME)
+def cmd_shell(a: argparse.Namespace) -> int:
+    """An interactive shell in an environment ($SHELL here with its env; docker run -it for an image)."""
+    from envmgr.targets import open_target
+    from envmgr.use import choose, exec_here, shell_argv
+
+    chosen = choose(a.env, a.home)
+    with open_target(chosen.url) as target:
+        argv = shell_argv(target)
+        print(f"envmgr shell: {chosen.label} (exit the shell to leave it)", file=sys.stderr)
+        if target.runs_here:
+            exec_here(target, argv)
+    os.execv(argv[0], argv)  # the docker CLI, with the terminal
+    return 0  # pragma: no cover - exec does not return
+
+
+@command(ENV, HOME, JSON, opt("--sh", action="store_true", help='Print exports for eval "$(envmgr env --sh)"'))
+def cmd_env(a: argparse.Namespace) -> int:
+    """The variables commands in an environment get (secrets redacted; --sh reads them when evaluated)."""
+    from envmgr.targets import open_target
+    from envmgr.use import choose, exports, shown
+
+    if a.json and a.sh:
+        raise UsageError("give --json or --sh, not both")
+    chosen = choose(a.env, a.home)
+    with open_target(chosen.url) as target:
+        env = target.environment()
+        if a.sh:
+            sys.stdout.write(exports(env, chosen, target))
+            return 0
+        visible = shown(env, chosen)
+        interpreter = target.interpreter
+    if a.json:
+        _emit({"environment": chosen.url, "generation": chosen.generation.number if chosen.generation else None,
+               "interpreter": interpreter, "env": visible})
+    else:
+        print(f"# {chosen.label}; interpreter {interpreter}")
+        for name, value in visible.items():
+            print(f"{name}={value}")
+    return 0
+
+
+@command(opt("--keep", type=int, default=3, metavar="N", help="Keep the N newest generations too (default 3)"),
+         opt("--dry-run", action="store_true", help="Only list what would be removed"), HOME, JSON)
+def cmd_gc(a: argparse.Namespace) -> int:
+    """Remove old generations, their venvs and images, and dangling build stages; sizes shown.
+
+    Never the current generation or the previous good one (what rollback would choose)."""
+    from envmgr.gc import collect, garbage, human, kept
+    from envmgr.state import Store
+
+    if a.keep < 0:
+        raise UsageError(f"--keep {a.keep}: give 0 or more")
+    store = Store(a.home)
+    with store.locked():  # not while an apply builds
+        items = garbage(store, a.keep)
+        kept_numbers = sorted(kept(store, a.keep))
+        total = sum(i.size_bytes for i in items)
+        freed = 0 if a.dry_run else collect(store, items, lambda line: print(line, file=sys.stderr) if not a.json else None)
+    if a.json:
+        _emit({"dry_run": a.dry_run, "kept": kept_numbers, "items": [i.to_dict() for i in items],
+               "total_bytes": total, "freed_bytes": freed})
+        return 0
+    for item in items if a.dry_run else ():
+        where = f" (generation {item.generation})" if item.generation is not None and item.kind != "generation" else ""
+        print(f"would remove {item.kind} {item.what}{where}: {human(item.size_bytes)}")
+    verb = "would free" if a.dry_run else "freed"
+    print(f"kept generations {', '.join(map(str, kept_numbers)) or 'none'}; {len(items)} item(s), "
+          f"{verb} {human(freed if not a.dry_run else total)}")
+    return 0
+
+
 @command(HOME, JSON)
 def cmd_generations(a: argparse.Namespace) -> int:
     """List the generations: the current one marked, each one's probe gate and date."""
@@ -334,7 +462,7 @@ def cmd_generations(a: argparse.Namespace) -> int:
 @command(opt("--to", type=int, metavar="N", help="Generation number (default: the one before)"),
          opt("--force", action="store_true",
              help="Switch even to a generation that failed its probe gate, was interrupted or lost its environment"),
-         HOME)
+         HOME, JSON)
 def cmd_rollback(a: argparse.Namespace) -> int:
     """Make an earlier generation current again (nothing is rebuilt or deleted).
 
@@ -362,8 +490,12 @@ def cmd_rollback(a: argparse.Namespace) -> int:
             if refusal:
                 raise UsageError(f"not rolling back: {refusal}", hint=f"--to {target.number} --force switches anyway")
         store.switch(target.number)
-    print(f"current -> generation {target.number} ({target.meta.get('spec_name')})"
-          + (f", was {current.number}" if current else ""))
+    if a.json:
+        _emit({"current": target.number, "spec": target.meta.get("spec_name"), "backend": target.backend,
+               "previous": current.number if current else None, "forced": bool(a.force)})
+    else:
+        print(f"current -> generation {target.number} ({target.meta.get('spec_name')})"
+              + (f", was {current.number}" if current else ""))
     return 0
 
 
@@ -431,8 +563,8 @@ def cmd_triage(a: argparse.Namespace) -> int:
 
 @command(SPEC,
          opt("--config", action="append", default=[], metavar="NAME", help="Benchmark config to run (repeat; default: all in the spec)"),
-         opt("--env", action="append", default=[], metavar="ENV",
-             help="Environment: a generation number, 'current' or a backend URL (repeat; default: current)"),
+         opt("--env", action="append", default=[], metavar="GEN|URL",
+             help="Environment: a generation number, 'current' or a target URL (repeat; default: current)"),
          opt("--dry-run", action="store_true", help="Show each cell's command and checks; launch nothing"),
          opt("--rerun", action="store_true", help="Run cells again even where a result is recorded"),
          HOME, JSON)
@@ -525,15 +657,38 @@ def cmd_schema(a: argparse.Namespace) -> int:
 # Parsing and the entry point
 
 
+class BadArguments(Exception):
+    """argparse rejected the command line (it has printed the usage and the message)."""
+
+    def __init__(self, message: str, command: str | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.command = command
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, except that a rejected command line is an exception main() reports (plain
+    text, and a JSON object under --json), not an exit from inside the parser."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        command = self.prog.split(" ", 1)[1] if " " in self.prog else None
+        raise BadArguments(message, command)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="envmgr", description="Declarative environment and upgrade manager for GPU inference hosts.")
+    parser = Parser(
+        prog="envmgr", description="Declarative environment and upgrade manager for GPU inference hosts.",
+        epilog="`envmgr COMMAND --help` says what each command takes and what its exit codes mean.")
     parser.add_argument("--version", action="version", version=f"envmgr {__version__}")
     parser.add_argument("--debug", action="store_true", help="Show tracebacks (also ENVMGR_DEBUG=1)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, func, options in COMMANDS:
-        doc = func.__doc__ or ""
-        sub = commands.add_parser(name, help=doc.split("\n")[0], description=doc,
+        doc = inspect.cleandoc(func.__doc__ or "")
+        summary = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, whole
+        sub = commands.add_parser(name, help=summary, description=doc,
+                                  epilog=f"exit codes: {EXIT_CODES[name]}; 2 a command line it rejects",
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         for o in options:
             sub.add_argument(*o.names, **o.kwargs)
@@ -569,39 +724,58 @@ def _stop_on_signals():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: envmgr errors become a message and exit 1, not a traceback."""
+    """Console entry point: envmgr errors become a message and exit 1, not a traceback; under
+    ``--json`` the same error is also a JSON object on stdout, with the same exit code."""
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv or os.environ.get("ENVMGR_DEBUG") == "1"
+    # known before parsing (an argument error has no parsed args), and never from a command's own
+    # arguments after `--` (envmgr run -- tool --json)
+    as_json = "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)  # usage errors print their message and exit 2
+        args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
         with _stop_on_signals():
             return args.func(args)
-    except SystemExit as exc:
+    except BadArguments as exc:  # argparse's own message, after the usage line it printed
+        return _failed(UsageError(exc.message, hint=f"`envmgr {exc.command} --help` lists the options"
+                                  if exc.command else "`envmgr --help` lists the commands"), 2, as_json,
+                       show=False)
+    except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except EnvmgrError as exc:
         if debug:
             raise
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        return 1
+        return _failed(exc, 1, as_json)
     except OSError as exc:  # the machine said no (a full disk, a path that vanished): not a bug
         if debug:
             raise
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
-        print("hint: --debug shows where it happened", file=sys.stderr)
-        return 1
+        error = EnvmgrError(f"{exc.strerror or exc}{where}", hint="--debug shows where it happened")
+        return _failed(error, 1, as_json, kind="OSError")
     except Terminated as exc:
-        print(f"stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
-        return 128 + exc.signum
+        name = signal.Signals(exc.signum).name
+        return _failed(EnvmgrError(f"stopped by {name}"), 128 + exc.signum, as_json, kind=name, plain=True)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return _failed(EnvmgrError("interrupted"), 130, as_json, kind="KeyboardInterrupt", plain=True)
+
+
+def _failed(error: EnvmgrError, code: int, as_json: bool, *, kind: str | None = None,
+            show: bool = True, plain: bool = False) -> int:
+    """Say what went wrong on stderr (``error: ...`` and ``hint: ...``), and under ``--json`` as
+    ``{"error": {...}, "exit_code": N}`` on stdout; return the exit code."""
+    if show:
+        print(error.message if plain else f"error: {error.message}", file=sys.stderr)
+        if error.hint:
+            print(f"hint: {error.hint}", file=sys.stderr)
+    if as_json:
+        data = error.to_dict()
+        if kind:
+            data["error"]["type"] = kind
+        _emit({**data, "exit_code": code})
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,6 +24,7 @@ translated into this tree where envmgr calls them, chained with ``from exc``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 class EnvmgrError(Exception):
@@ -33,6 +34,10 @@ class EnvmgrError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+    def to_dict(self) -> dict:
+        """The error as ``--json`` prints it: ``{"error": {"type", "message", "hint", ...}}``."""
+        return {"error": {"type": type(self).__name__, "message": self.message, "hint": self.hint}}
 
 
 class UsageError(EnvmgrError):
@@ -83,6 +88,11 @@ class SpecError(EnvmgrError):
             hint=hint or "fix the fields named above; `envmgr schema` prints every field",
         )
 
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["error"]["problems"] = [p.to_dict() for p in self.problems]
+        return out
+
 
 class ExtendsError(SpecError):
     """``extends:`` names a missing parent or forms a cycle."""
@@ -123,6 +133,11 @@ class LaunchError(BackendError):
 class RolloutFailed(BackendError):
     """A host failed or was unreachable; ``report`` (the rollout's RunReport) has every host's result."""
 
-    def __init__(self, message: str, report: object, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, report: Any, *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.report = report
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["error"]["report"] = self.report.to_dict()  # every host's result
+        return out

@@ -155,6 +155,19 @@ class Store:
         raise UsageError(f"no complete generation {number} in {self.generations_dir}",
                          hint="`envmgr generations` lists them")
 
+    def named(self, name: str, flag: str = "--env") -> Generation:
+        """``current`` or a generation number, as ``--env`` names one."""
+        if name == "current":
+            gen = self.current()
+            if gen is None:
+                raise UsageError(f"there is no current generation in {self.home}",
+                                 hint=f"`envmgr apply SPEC` first, or give {flag} with a target URL")
+            return gen
+        if name.isdigit():
+            return self.get(int(name))
+        raise UsageError(f"{flag} {name!r} is not a generation number, 'current' or a target URL",
+                         hint="`envmgr generations` lists the generations")
+
     # --- writing (call inside ``locked()``) ---------------------------------------------
 
     def begin(self) -> Path:
@@ -195,13 +208,23 @@ class Store:
         current = self.current()
         for number, path in self._numbered():
             if _read_meta(path) is None and (current is None or current.number != number):
-                trash = self.generations_dir / f".trash-{number}-{os.getpid()}-{time.monotonic_ns()}"
-                os.rename(path, trash)  # out of the numbering at once, even if removal is slow
-                shutil.rmtree(trash, ignore_errors=True)
+                self._discard(number, path)
                 swept.append(number)
         for stale in self.generations_dir.glob(".trash-*"):
             shutil.rmtree(stale, ignore_errors=True)
         return swept
+
+    def remove(self, generation: Generation) -> None:
+        """Delete a generation that is not current (``envmgr gc``)."""
+        current = self.current()
+        if current is not None and current.number == generation.number:
+            raise StateError(f"generation {generation.number} is current: it is never removed")
+        self._discard(generation.number, generation.path)
+
+    def _discard(self, number: int, path: Path) -> None:
+        trash = self.generations_dir / f".trash-{number}-{os.getpid()}-{time.monotonic_ns()}"
+        os.rename(path, trash)  # out of the numbering at once, even if removal is slow
+        shutil.rmtree(trash, ignore_errors=True)
 
     def _numbered(self) -> list[tuple[int, Path]]:
         if not self.generations_dir.is_dir():

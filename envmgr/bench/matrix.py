@@ -114,16 +114,7 @@ def resolve_envs(names: Sequence[str], bench_spec: Spec, home: Path | None) -> l
 def _generation_env(store, name: str) -> Env:
     from envmgr.state import current_spec
 
-    if name == "current":
-        gen = store.current()
-        if gen is None:
-            raise UsageError("there is no current generation to benchmark",
-                             hint="`envmgr apply SPEC` first, or give --env with a backend URL")
-    elif name.isdigit():
-        gen = store.get(int(name))
-    else:
-        raise UsageError(f"--env {name!r} is not a generation number, 'current' or a backend URL",
-                         hint="`envmgr generations` lists the generations")
+    gen = store.named(name)
     spec = current_spec(gen).spec
     locked = locked_versions(gen.lock)
     versions = {p: locked[p] for p in VERSION_PACKAGES if p in locked}

@@ -83,6 +83,11 @@ class Target:
             env: Mapping[str, str] | None = None) -> CommandResult:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def run_all(self, argv: Sequence[str], timeout: float = 60.0,
+                env: Mapping[str, str] | None = None) -> dict[str, CommandResult]:
+        """``{where: result}`` for every machine the target is (one, unless it is a fleet)."""
+        return {self.url: self.run(argv, timeout=timeout, env=env)}
+
     def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Service:
         from envmgr.errors import UsageError
 
@@ -92,6 +97,12 @@ class Target:
     def environment(self) -> dict[str, str]:
         """The variables every command here gets before the caller's (``envmgr env`` prints them)."""
         return {}
+
+    def recorded_env_file(self) -> str | None:
+        """A file on this machine holding the environment's recorded variables (0600), where
+        there is one: ``envmgr env --sh`` reads a secret from it when the exports are evaluated,
+        so the value is never printed."""
+        return None
 
     def close(self) -> None:
         pass

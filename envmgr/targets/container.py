@@ -96,6 +96,14 @@ class ContainerTarget(Target):
             self._api.close()
             self._api = None
 
+    def environment(self) -> dict[str, str]:
+        """The image's own ENV (the spec's env, CUDA_HOME and PATH, as the Dockerfile set them)."""
+        image = self._require_image()
+        with translated(f"inspecting {image}"):
+            config = self._client().inspect_image(image).get("Config") or {}
+        pairs = (item.partition("=") for item in config.get("Env") or ())
+        return {name: value for name, _, value in pairs}
+
     # --- containers -------------------------------------------------------------------
 
     def _start(self, api: APIClient, container: str, args: list[str]) -> None:

@@ -37,6 +37,58 @@ def connect(timeout: int = API_TIMEOUT_S) -> APIClient:
     return api
 
 
+def image_size(ref: str) -> int | None:
+    """The image's size in bytes; None when it is not there or the engine cannot be asked."""
+    from docker.errors import ImageNotFound
+
+    try:
+        api = connect(timeout=10)
+    except BackendError:
+        return None
+    try:
+        with translated(f"looking up image {ref}", passthrough=(ImageNotFound,)):
+            return int(api.inspect_image(ref).get("Size") or 0)
+    except (ImageNotFound, BackendError):
+        return None
+    finally:
+        api.close()
+
+
+def dangling_images(label: str) -> list[tuple[str, int]]:
+    """``(id, size)`` of the untagged images with ``label`` (``key=value``); none without an engine."""
+    try:
+        api = connect(timeout=10)
+    except BackendError:
+        return []
+    try:
+        with translated("listing dangling images"):
+            images = api.images(filters={"dangling": True, "label": label})
+        return [(str(i["Id"]), int(i.get("Size") or 0)) for i in images]
+    except BackendError:
+        return []
+    finally:
+        api.close()
+
+
+def remove_image(ref: str) -> bool:
+    """Remove an image (never forced); False when a container of it still exists."""
+    from docker.errors import APIError, ImageNotFound
+
+    api = connect()
+    try:
+        with translated(f"removing image {ref}", passthrough=(APIError,)):
+            api.remove_image(ref, noprune=False)
+        return True
+    except ImageNotFound:
+        return True  # already gone
+    except APIError as exc:
+        if exc.status_code == 409:  # conflict: used by a container, or by a tagged child
+            return False
+        raise BackendError(f"removing image {ref}: {explain(exc)}") from exc
+    finally:
+        api.close()
+
+
 def image_exists(ref: str) -> bool | None:
     """Whether the engine has the image; None when that cannot be told (no daemon, no SDK)."""
     try:

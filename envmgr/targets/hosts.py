@@ -9,6 +9,7 @@ provisioned. ``run`` returns the FIRST host's result (inventory order); ``run_al
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +25,10 @@ from envmgr.targets.base import CommandResult, Target, checked_argv
 from envmgr.targets.urls import parse_ansible_url
 
 ENOENT = 2
+# Prints the recorded variables of the env current-env points to (the python_env role's JSON).
+READ_RECORDED = ("import json, os, sys; name = os.path.basename(os.path.realpath(sys.argv[1])); "
+                 "path = os.path.join(sys.argv[2], name + '.json'); "
+                 "print(json.dumps(json.load(open(path)) if os.path.exists(path) else {}))")
 COMMAND_TASK = "envmgr | command"  # command.yml's task whose result is the command's
 # What a command gets before the recorded env: the current env's bin first (like an
 # activated venv), then the selected toolkit's, then Debian's default.
@@ -60,7 +65,14 @@ class HostsTarget(Target):
         return list(self._hosts)
 
     def environment(self) -> dict[str, str]:
-        return dict(RUN_ENV)
+        """What command.yml gives a command: the current env's bin first, then its recorded
+        variables (read on the first host, as data)."""
+        result = self.run([self.interpreter, "-c", READ_RECORDED, CURRENT_ENV, f"{REMOTE_ROOT}/env"], timeout=60)
+        if not result.ok:
+            raise BackendError(f"{self.hosts()[0]}: cannot read the current env's recorded variables: "
+                               f"{(result.stderr or result.stdout).strip()[-300:]}",
+                               hint="provision the hosts first (envmgr apply SPEC --backend ansible://...)")
+        return {**RUN_ENV, **json.loads(result.stdout)}
 
     def run(self, argv: Sequence[str], timeout: float = 60.0,
             env: Mapping[str, str] | None = None) -> CommandResult:

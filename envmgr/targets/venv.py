@@ -48,6 +48,10 @@ class VenvTarget(Target):
         path_dirs = [str(self.path / "bin"), *extra.pop(PATH_PREPEND, []), os.environ.get("PATH", "")]
         return {**extra, "VIRTUAL_ENV": str(self.path), "PATH": os.pathsep.join(p for p in path_dirs if p)}
 
+    def recorded_env_file(self) -> str | None:
+        recorded = self.path / ENV_FILE
+        return str(recorded) if recorded.is_file() else None
+
     def run(self, argv: Sequence[str], timeout: float = 60.0,
             env: Mapping[str, str] | None = None) -> CommandResult:
         return self._local.run(argv, timeout=timeout, env={**self.environment(), **(env or {})})

@@ -217,6 +217,28 @@ def test_second_run_changes_nothing(fleet, tmp_path):
         assert set(results) == set(PROBE_IDS) and results["toolchain_arch"]["status"] == "pass"
 
 
+def test_envmgr_run_and_env_on_the_hosts(fleet):
+    """`envmgr run --env ansible://...` runs on every host with the recorded env; `envmgr env`
+    shows it with the secret redacted."""
+    import json
+    import subprocess
+    import sys
+
+    url = url_for(fleet)
+    ran = subprocess.run([sys.executable, "-m", "envmgr", "run", "--env", url, "--", "printenv", "FLEET_VALUE"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert [line for line in ran.stdout.splitlines() if line.startswith("== ")] == [
+        f"== {name} (exit 0)" for name in fleet["names"]]
+    assert ran.stdout.count(INJECTED) == len(fleet["names"])
+    shown = subprocess.run([sys.executable, "-m", "envmgr", "env", "--env", url, "--json"],
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    env = json.loads(shown.stdout)["env"]
+    assert env["FLEET_VALUE"] == INJECTED and env["HF_TOKEN"] == "<redacted>" and TOKEN not in shown.stdout
+    assert env["VIRTUAL_ENV"] == CURRENT_ENV and not CANARY.exists()
+
+
 def test_a_reopened_target_runs_commands_with_the_specs_env(fleet):
     """A target opened after the rollout (as `envmgr probe` or `bench` opens one) realized
     nothing itself: its commands get the env the role recorded on each host, as data."""

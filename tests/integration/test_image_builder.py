@@ -197,6 +197,28 @@ def test_a_url_naming_an_existing_image_runs_in_it(first):
         assert backend.run(["python", "-c", "import six; print(six.__version__)"]).stdout == "1.16.0\n"
 
 
+def test_envmgr_run_and_env_in_the_image(first, tmp_path):
+    """`envmgr run --env docker://...` runs in a throwaway container of the image; `envmgr env`
+    shows the image's ENV (the spec's, as data; CUDA_HOME and PATH of its pip toolkit)."""
+    import json
+    import subprocess
+    import sys
+
+    def envmgr(*args):
+        return subprocess.run([sys.executable, "-m", "envmgr", *args], capture_output=True, text=True, timeout=300)
+
+    ran = envmgr("run", "--env", f"docker://{first.tag}", "--", "python", "-c",
+                 "import os, six; print(six.__version__, os.environ['ENVMGR_PAYLOAD'])")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == f"1.16.0 {SHELL_PAYLOAD}"
+    assert envmgr("run", "--env", f"docker://{first.tag}", "--", "sh", "-c", "exit 5").returncode == 5
+    shown = envmgr("env", "--env", f"docker://{first.tag}", "--json")
+    assert shown.returncode == 0, shown.stderr
+    env = json.loads(shown.stdout)["env"]
+    assert env["ENVMGR_PAYLOAD"] == SHELL_PAYLOAD and env["CUDA_HOME"] == CU13
+    assert env["PATH"].startswith(f"/opt/envmgr/venv/bin:{CU13}/bin:")
+
+
 def test_facts_inside_the_image_see_its_python_and_locked_packages(first):
     facts = collect_facts(first.backend, python=first.backend.interpreter)
     assert facts.python is not None
@@ -238,3 +260,41 @@ def test_an_unreachable_daemon_is_a_backend_error_with_a_hint(monkeypatch, tmp_p
         backend.run(["true"])
     assert "DOCKER_HOST" in (info.value.hint or "")
     assert info.value.__cause__ is not None
+
+
+# --- gc -----------------------------------------------------------------------------------
+
+
+def test_gc_removes_an_old_generations_image_but_not_one_a_kept_generation_uses(first, url, tmp_path, docker_client):
+    """Issue 17: `envmgr gc` takes an old generation's image (and the build stages left dangling),
+    never the image of the current generation or of the previous good one."""
+    import json
+    import subprocess
+    import sys
+
+    from docker.errors import ImageNotFound
+
+    from envmgr.state import Store
+
+    old = realize(url, write_spec(tmp_path, six="1.17.0"), tmp_path / "generation")  # built by an earlier test
+    assert old.tag != first.tag
+    store = Store(tmp_path / "home")
+    with store.locked():
+        for build in (old, first, first):
+            gen = store.commit(store.begin(), {"spec_name": "docker-it", "spec_digest": build.tag,
+                                               "backend": build.realized.target, "backend_kind": "docker",
+                                               "location": build.realized.location})
+            store.record_gate(gen, [], [])
+        store.switch(3)
+    done = subprocess.run([sys.executable, "-m", "envmgr", "gc", "--keep", "0", "--home", str(store.home), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["kept"] == [2, 3]
+    images = [i for i in doc["items"] if i["kind"] == "image"]
+    assert [(i["what"], i["generation"]) for i in images] == [(old.realized.location, 1)] and images[0]["size_bytes"] > 0
+    assert doc["freed_bytes"] >= images[0]["size_bytes"]
+    with pytest.raises(ImageNotFound):
+        docker_client.images.get(old.realized.location)
+    docker_client.images.get(first.realized.location)  # the kept generations' image stays
+    assert docker_client.images.list(filters={"dangling": True, "label": "=".join(BUILD_STAGE_LABEL)}) == []

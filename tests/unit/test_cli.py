@@ -213,3 +213,55 @@ def test_every_cmd_function_is_a_registered_command():
     defined = sorted(name.removeprefix("cmd_") for name in dir(cli) if name.startswith("cmd_"))
     assert sorted(name for name, _, _ in cli.COMMANDS) == defined
     assert "advise" in defined
+
+
+def test_every_command_says_its_exit_codes_and_a_whole_summary(capsys):
+    import envmgr.cli as cli
+
+    assert sorted(cli.EXIT_CODES) == sorted(name for name, _, _ in cli.COMMANDS)
+    for name, _, _ in cli.COMMANDS:
+        assert main([name, "--help"]) == 0
+        out, _ = capsys.readouterr()
+        assert "exit codes: " + " ".join(cli.EXIT_CODES[name].split()) in " ".join(out.split()), name
+    assert main(["--help"]) == 0
+    listing = " ".join(capsys.readouterr()[0].split())
+    # a summary is the docstring's whole first paragraph, not its first line
+    assert "lock: exit 0 as locked, 2 on drift, 1 when its environment is missing." in listing
+    assert "{" not in listing and "<list" not in listing  # metavars read as words
+
+
+@pytest.mark.parametrize("args", [
+    ("validate", "no-such-spec.yaml", "--json"),
+    ("status", "--home", "/nonexistent/envmgr-home", "--json"),
+    ("env", "--env", "nope", "--json"),
+    ("rollback", "--home", "/nonexistent/envmgr-home", "--json"),
+])
+def test_json_commands_print_a_json_error_with_the_same_exit_code(capsys, args):
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert rc == 1 and doc["exit_code"] == 1
+    assert doc["error"]["type"] in {"SpecError", "UsageError", "StateError"} and doc["error"]["message"]
+    assert "error:" in err  # people still read it on stderr
+
+
+def test_a_rejected_command_line_is_a_json_error_too(capsys):
+    rc = main(["plan", "--json", "--no-such-option", str(SPECS / "cuda13.yaml")])
+    out, err = capsys.readouterr()
+    assert rc == 2 and json.loads(out)["error"]["type"] == "UsageError"
+    assert json.loads(out)["exit_code"] == 2 and "unrecognized arguments" in err
+
+
+def test_rollback_reports_in_json(capsys, tmp_path):
+    from envmgr.state import Store
+
+    store = Store(tmp_path / "home")
+    with store.locked():
+        for _ in range(2):
+            gen = store.commit(store.begin(), {"spec_name": "s", "spec_digest": "d", "backend": "local://",
+                                               "backend_kind": "local"})
+            store.record_gate(gen, [], [])
+        store.switch(2)
+    rc = main(["rollback", "--home", str(store.home), "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr()[0]) == {
+        "current": 1, "spec": "s", "backend": "local://", "previous": 2, "forced": False}
