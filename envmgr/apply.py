@@ -92,6 +92,7 @@ def apply(
         previous = store.current()
         if previous is not None and _is_unchanged(previous, loaded, builder.kind, open_target):
             return ApplyResult("unchanged", previous=previous, generation=previous)
+        builder.preflight(loaded)  # before a plan is shown or a generation started
         actions, needed, steps = plan_for(loaded, builder, baseline_of(previous))
         _check_host_prerequisites(needed, loaded, builder.kind, progress)
         if not confirm(actions, steps):

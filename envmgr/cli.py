@@ -593,6 +593,13 @@ def cmd_bench(a: argparse.Namespace) -> int:
         from envmgr.report.bench import comparison, render_terminal
 
         render_terminal(comparison(run.results))
+        for cell, result in zip(run.cells, run.results):  # a failure's evidence, where to read more
+            if result.outcome in ("ok", "skipped"):
+                continue
+            print(f"{cell.config} @ {cell.env.info.label}: {result.outcome}: {result.summary}")
+            print(f"  server log: {cell.dir / (result.server_log or 'server.log')}")
+            for line in result.log_tail:
+                print(f"  | {line}")
     return 0 if all(r.ok for r in run.results) else 1
 
 

@@ -76,6 +76,17 @@ class Launch:
     last_line: str = ""  # the last real log line (cleaned), the evidence when nothing matched
 
 
+def log_tail(path: Path, lines: int = 8) -> tuple[str, ...]:
+    """The last meaningful lines of a server log: not blank, not the access lines of our own
+    health polls (the evidence a failed cell shows beside its server.log path)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    kept = [line.rstrip() for line in text.splitlines() if line.strip() and not OWN_POLL.search(line)]
+    return tuple(kept[-lines:])
+
+
 def exit_text(code: int | None) -> str:
     """How the server ended, in words: "exited with code 1", "was killed by SIGKILL"."""
     if code is None:

@@ -28,7 +28,7 @@ from typing import Any
 from envmgr.targets import open_target
 from envmgr.targets.urls import split_url
 from envmgr.bench.command import ServerCommand, server_command
-from envmgr.bench.launch import Launch, Limits, RunningServer
+from envmgr.bench.launch import Launch, Limits, RunningServer, log_tail
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
 from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, write_result
 from envmgr.bench.triage import load_signatures, triage_file
@@ -272,9 +272,15 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
         summary += "; RAN WITHOUT " + ", ".join(without) + " (the server turned it off: see findings)"
     if server.leftovers:
         summary += f" (WARNING: still running after stop: {', '.join(server.leftovers)})"
+    tail: tuple[str, ...] = ()
+    if outcome != "ok":  # the evidence: where the log is and what it said last
+        tail = tuple(cell.redact.text(line) for line in log_tail(log))
+        progress(f"  {outcome}: see {log}" + ("; its last lines:" if tail else " (empty)"))
+        for line in tail:
+            progress(f"    | {line}")
     return CellResult(**base, outcome=outcome, summary=summary, startup_s=launch.seconds, load=load,
                       findings=findings, server_log=log.name, finished=time.time(), served_by=served,
-                      verdict_after_line_s=launch.detected_after_s, ran_without=without)
+                      verdict_after_line_s=launch.detected_after_s, ran_without=without, log_tail=tail)
 
 
 def ran_without(findings, argv) -> tuple[str, ...]:

@@ -104,6 +104,7 @@ class CellResult:
     load_params: dict[str, Any] = field(default_factory=dict)  # benchmarks.load as run
     # features the config asked for that the server turned off: its throughput is not theirs
     ran_without: tuple[str, ...] = ()
+    log_tail: tuple[str, ...] = ()  # a failed cell's last meaningful server.log lines (redacted)
 
     @property
     def ok(self) -> bool:
@@ -119,6 +120,7 @@ class CellResult:
         data["load_argv"] = list(self.load_argv)
         data["findings"] = [f.to_dict() for f in self.findings]
         data["ran_without"] = list(self.ran_without)
+        data["log_tail"] = list(self.log_tail)
         return data
 
     @classmethod
@@ -142,6 +144,7 @@ class CellResult:
             served_by=ServedBy.from_dict(data.get("served_by")),
             load_params=dict(data.get("load_params") or {}),
             ran_without=tuple(data.get("ran_without") or ()),
+            log_tail=tuple(data.get("log_tail") or ()),
         )
 
 

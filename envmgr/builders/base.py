@@ -59,6 +59,10 @@ class Builder:
     def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:  # pragma: no cover
         raise NotImplementedError
 
+    def preflight(self, loaded: LoadedSpec) -> None:
+        """What must be there before a generation is started (an interpreter, a base image,
+        a readable inventory): raises with what to do; apply calls it before showing the plan."""
+
     def close(self) -> None:
         pass
 

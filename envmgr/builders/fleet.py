@@ -76,6 +76,9 @@ class FleetBuilder(Builder):
             lambda build: self._provision(build, fleet, hosts, state, check)))
         return steps
 
+    def preflight(self, loaded: LoadedSpec) -> None:
+        fleet_hosts(resolve_fleet(self.parts, loaded))  # the inventory exists, parses and has the group
+
     def check(self, loaded: LoadedSpec, progress: Progress) -> tuple[str, RunReport]:
         """Check mode on the hosts: (the fleet's URL, what each host would change). Raises
         ``RolloutFailed`` when a host fails or cannot be reached even in check mode."""

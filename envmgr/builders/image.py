@@ -86,6 +86,9 @@ class ImageBuilder(Builder):
                  lambda build: self._image(build, settings, state["base_id"])),
         ]
 
+    def preflight(self, loaded: LoadedSpec) -> None:
+        self._base_image_id(self._client(), self._settings(loaded.spec).base)
+
     def close(self) -> None:
         if self._api is not None:
             self._api.close()

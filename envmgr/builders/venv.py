@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +59,9 @@ class VenvBuilder(Builder):
                         + (", CUDA_HOME/PATH of the pip toolkit" if _has_pip_toolkit(spec) else "")
                         + (f" ({len(env_changes)} change(s))" if env_changes else ""), self._record),
         ]
+
+    def preflight(self, loaded: LoadedSpec) -> None:
+        find_interpreter(loaded.spec.python.version)
 
     # --- the steps ------------------------------------------------------------------------
 
@@ -117,15 +121,25 @@ def _has_pip_toolkit(spec: Spec) -> bool:
 
 
 def find_interpreter(version: str) -> str:
-    """An interpreter of ``version`` (major.minor) on this host; no downloads."""
+    """An interpreter of ``version`` (major.minor) on this host that runs and says so; no
+    downloads. (A pyenv shim is on PATH for versions it cannot run: asked, it fails.)"""
     if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
         return sys.executable
     found = shutil.which(f"python{version}")
-    if found:
+    if found and _reports_version(found, version):
         return found
     raise BackendError(f"no Python {version} interpreter on this host (looked for python{version})",
                        hint=f"install Python {version}, or set python.version to "
                             f"{sys.version_info.major}.{sys.version_info.minor}")
+
+
+def _reports_version(python: str, version: str) -> bool:
+    try:
+        done = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and done.stdout.strip() == version
 
 
 def toolkit_environment(spec: Spec, venv: Path) -> dict:

@@ -71,6 +71,15 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     assert by_config["ep_flashinfer_a2a"].outcome == "crashed"
     assert by_config["ep_flashinfer_a2a"].findings[0].id == "kv_pool_oom"
     assert by_config["ep_flashinfer_a2a"].verdict_after_line_s < 5  # decided by its log line
+    # the evidence travels with it: the log's last lines (not our health polls), and where the log is
+    crashed = by_config["ep_flashinfer_a2a"]
+    assert crashed.log_tail and not any("GET /health" in line for line in crashed.log_tail)
+    logged = [line for line in (store.get(gen).path / "bench" / "ep_flashinfer_a2a" / "server.log").read_text()
+              .splitlines() if line.strip() and "GET /health" not in line]
+    assert list(crashed.log_tail) == logged[-len(crashed.log_tail):] and len(crashed.log_tail) <= 8
+    assert any(line.startswith("  crashed: see ") and line.endswith("ep_flashinfer_a2a/server.log; its last lines:")
+               for line in lines)
+    assert by_config["baseline"].log_tail == ()  # an ok cell carries none
     assert "0.92" in by_config["ep_flashinfer_a2a"].summary
     assert by_config["ep_mem092"].outcome == "ok", by_config["ep_mem092"]
     assert by_config["eagle3_hang"].outcome == "hung"

@@ -240,6 +240,16 @@ def test_a_missing_base_image_is_a_clear_error_before_any_work(repository, tmp_p
         build_steps(builder, load_spec(write_spec(tmp_path, six="1.16.0")), [], lambda line: None, tmp_path / "g")
     assert "bootstrap-base.sh" in (info.value.hint or "")
     assert not (tmp_path / "g").exists()
+    # through apply: a pre-flight check, before the plan is shown or a generation started
+    from envmgr.apply import apply
+    from envmgr.state import Store
+
+    store = Store(tmp_path / "home")
+    shown: list[object] = []
+    with pytest.raises(BackendError, match="not in the local Docker daemon"):
+        apply(load_spec(write_spec(tmp_path, six="1.16.0")), builder, store, lambda line: None,
+              lambda actions, steps: shown.append(steps) or True)
+    assert shown == [] and store.generations() == [] and not any(store.generations_dir.iterdir())
 
 
 @pytest.mark.slow  # 8-12 s: a build of its own up to its failing step

@@ -134,3 +134,40 @@ def test_package_changes_read_as_a_diff():
     assert package_changes(actions) == "+sglang-kernel ==0.4.4, -sgl-kernel, torch ==2.9.1 -> ==2.10.0"
     assert package_changes(actions * 3, limit=2).endswith("(+7 more)")
     assert package_changes([]) == "no package changes"
+
+
+def test_a_missing_interpreter_stops_apply_before_the_plan_or_a_generation(tmp_path):
+    """Pre-flight: a venv of a Python this host lacks is refused before anything is shown or made."""
+    import yaml
+
+    from envmgr.apply import apply
+    from envmgr.errors import BackendError
+    from envmgr.state import Store
+
+    spec = tmp_path / "old-python.yaml"
+    spec.write_text(yaml.safe_dump({"apiVersion": "envmgr/v1", "metadata": {"name": "old"},
+                                    "hardware": {"gpu": {"arch": "sm_90"}},
+                                    "python": {"version": "3.4", "packages": {"six": "1.16.0"}}}))
+    shown: list[object] = []
+    store = Store(tmp_path / "home")
+    with pytest.raises(BackendError, match="no Python 3.4 interpreter") as info:
+        apply(load_spec(spec), VenvBuilder(), store, lambda line: None, lambda a, s: shown.append(s) or True)
+    assert "python.version" in (info.value.hint or "")
+    assert shown == [] and store.generations() == [] and not list((store.generations_dir).iterdir())
+
+
+def test_an_interpreter_on_path_that_cannot_run_is_not_found(tmp_path, monkeypatch):
+    """pyenv puts a python3.X shim on PATH for versions it has not selected: it exits 127."""
+    from envmgr.builders.venv import find_interpreter
+    from envmgr.errors import BackendError
+
+    shim = tmp_path / "python3.4"
+    shim.write_text("#!/bin/sh\necho 'pyenv: python3.4: command not found' >&2\nexit 127\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    with pytest.raises(BackendError, match="no Python 3.4 interpreter"):
+        find_interpreter("3.4")
+    good = tmp_path / "python3.5"
+    good.write_text("#!/bin/sh\necho 3.5\n")
+    good.chmod(0o755)
+    assert find_interpreter("3.5") == str(good)
