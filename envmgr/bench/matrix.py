@@ -66,6 +66,9 @@ class Cell:
     limits: Limits = Limits()
     load_timeout_s: float = 3600.0
     load_summary: str = ""
+    repeats: int = 1  # measured load runs (benchmarks.load.repeats)
+    warmup: bool = False  # one uncounted run first
+    order: int = 0  # the config's place in the bench spec: reports keep it
     redact: Redactor = Redactor()  # the bench spec's secrets: never shown or recorded
     load_params: tuple[tuple[str, Any], ...] = ()  # benchmarks.load, recorded with the result
 
@@ -172,9 +175,11 @@ def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
             load = load_argv(python, bench.load, command, env.sglang)
             problems = [f for f in findings
                         if config in f.configs or (f.field.startswith("benchmarks.") and not f.configs)]
-            cells.append(Cell(env, config, command, tuple(load), tuple(problems),
-                              limits, bench.load.timeout_s, _load_summary(bench.load), redact,
-                              tuple(bench.load.model_dump().items())))
+            cells.append(Cell(env, config, command, tuple(load), tuple(problems), limits=limits,
+                              load_timeout_s=bench.load.timeout_s, load_summary=_load_summary(bench.load),
+                              repeats=bench.load.repeats, warmup=bench.load.warmup,
+                              order=list(bench.configs).index(config), redact=redact,
+                              load_params=tuple(bench.load.model_dump().items())))
     return cells
 
 
@@ -244,7 +249,7 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     started = time.time()
     base = dict(env=cell.env.info, config=cell.config, argv=cell.command.argv,
                 server_env=cell.shown_env, load_argv=cell.load_argv, started=started,
-                load_params=dict(cell.load_params))
+                load_params=dict(cell.load_params), order=cell.order)
     if cell.blocked:
         errors = tuple(p for p in cell.problems if p.fatal)
         first = errors[0]
@@ -262,12 +267,17 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
             load = outcome_text = None
             version, double = server_identity(cell.command.base_url) if launch.status == "ready" else (None, False)
             served = ServedBy(version, double, gpu, socket.gethostname())
+            runs: tuple[LoadResult, ...] = ()
             if launch.status == "ready":
                 progress(f"  served by {served.label}")
-                load, outcome_text = _run_load(backend, cell, progress)
+                load, outcome_text, runs = _run_loads(backend, cell, progress)
     findings = tuple(triage_file(log))  # the whole log, after stop
     without = ran_without(findings, cell.command.argv)
     outcome, summary = _outcome(launch, load, outcome_text, findings)
+    if outcome == "ok" and len(runs) > 1:
+        values = sorted(r.output_throughput for r in runs)
+        summary += (f" (median of {len(runs)} runs{' after a warm-up' if cell.warmup else ''}, "
+                    f"spread {(values[-1] - values[0]) / load.output_throughput:.1%})")
     if without and outcome == "ok":
         summary += "; RAN WITHOUT " + ", ".join(without) + " (the server turned it off: see findings)"
     if server.leftovers:
@@ -280,7 +290,8 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
             progress(f"    | {line}")
     return CellResult(**base, outcome=outcome, summary=summary, startup_s=launch.seconds, load=load,
                       findings=findings, server_log=log.name, finished=time.time(), served_by=served,
-                      verdict_after_line_s=launch.detected_after_s, ran_without=without, log_tail=tail)
+                      verdict_after_line_s=launch.detected_after_s, ran_without=without, log_tail=tail,
+                      runs=runs, warmup=cell.warmup and bool(runs))
 
 
 def ran_without(findings, argv) -> tuple[str, ...]:
@@ -322,13 +333,30 @@ def gpu_names(backend) -> str | None:
     return ", ".join(f"{names.count(k)} x {k}" if names.count(k) > 1 else k for k in kinds)
 
 
-def _run_load(backend, cell: Cell, progress: Progress) -> tuple[LoadResult | None, str]:
+def _run_loads(backend, cell: Cell, progress: Progress) -> tuple[LoadResult | None, str, tuple[LoadResult, ...]]:
+    """The warm-up run (not counted), then ``repeats`` measured runs: (the median run, why it
+    failed, every measured run). A failed run ends the cell: its numbers would mislead."""
+    names = (["warmup"] if cell.warmup else []) + [f"run {i}" for i in range(1, cell.repeats + 1)]
+    runs: list[LoadResult] = []
+    for index, name in enumerate(names):
+        counted = name != "warmup"
+        label = f"{name}/{cell.repeats}" if counted else "warm-up (not counted)"
+        load, error = _run_load(backend, cell, progress, label, cell.dir / f"load-{name.replace(' ', '')}.log")
+        if load is None:
+            return None, f"{label}: {error}", tuple(runs)
+        if counted:
+            runs.append(load)
+        progress(f"  {label}: {load.output_throughput:.1f} tok/s output")
+    ranked = sorted(runs, key=lambda r: r.output_throughput)
+    return ranked[(len(ranked) - 1) // 2], "", tuple(runs)  # the lower median: a run that happened
+
+
+def _run_load(backend, cell: Cell, progress: Progress, label: str, log: Path) -> tuple[LoadResult | None, str]:
     timeout_s = cell.load_timeout_s
-    progress(f"  load: {cell.load_summary} (limit {timeout_s:g} s)")
+    progress(f"  load {label}: {cell.load_summary} (limit {timeout_s:g} s)")
     with _ticker(progress, "  load running"):
         result = backend.run(list(cell.load_argv), timeout=timeout_s, env=dict(cell.command.env))
-    (cell.dir / "load.log").write_text(result.stdout + ("\n" + result.stderr if result.stderr else ""),
-                                       encoding="utf-8")
+    log.write_text(result.stdout + ("\n" + result.stderr if result.stderr else ""), encoding="utf-8")
     if not result.ok:
         tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
         return None, f"bench_serving exited {result.returncode}: {tail}"

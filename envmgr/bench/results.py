@@ -105,6 +105,17 @@ class CellResult:
     # features the config asked for that the server turned off: its throughput is not theirs
     ran_without: tuple[str, ...] = ()
     log_tail: tuple[str, ...] = ()  # a failed cell's last meaningful server.log lines (redacted)
+    runs: tuple[LoadResult, ...] = ()  # every measured load run; ``load`` is the median one
+    order: int = 0  # the config's place in its bench spec (reports keep the spec's order)
+    warmup: bool = False  # a warm-up run came first, not counted
+
+    @property
+    def spread(self) -> float | None:
+        """(max - min) / median of the runs' output throughput; None with fewer than two runs."""
+        values = sorted(r.output_throughput for r in self.runs)
+        if len(values) < 2 or not self.load or not self.load.output_throughput:
+            return None
+        return (values[-1] - values[0]) / self.load.output_throughput
 
     @property
     def ok(self) -> bool:
@@ -121,6 +132,7 @@ class CellResult:
         data["findings"] = [f.to_dict() for f in self.findings]
         data["ran_without"] = list(self.ran_without)
         data["log_tail"] = list(self.log_tail)
+        data["runs"] = [asdict(r) for r in self.runs]
         return data
 
     @classmethod
@@ -145,6 +157,9 @@ class CellResult:
             load_params=dict(data.get("load_params") or {}),
             ran_without=tuple(data.get("ran_without") or ()),
             log_tail=tuple(data.get("log_tail") or ()),
+            runs=tuple(LoadResult.from_dict(r) for r in data.get("runs") or ()),
+            warmup=bool(data.get("warmup", False)),
+            order=int(data.get("order") or 0),
         )
 
 

@@ -65,6 +65,17 @@ class Cell:
     failure: Failure | None  # only for the others
     ratio: float | None  # output throughput / the first column's, where both are ok
     ran_without: tuple[str, ...] = ()  # features asked for that the server turned off
+    runs: int = 1  # measured load runs behind the number (their median)
+    spread: float | None = None  # (max - min) / median of those runs; None from one run
+    low: float | None = None  # the slowest and fastest run's output throughput
+    high: float | None = None
+    within_noise: bool = False  # differs from the first column's by less than their spread
+
+    @property
+    def spread_text(self) -> str:
+        if self.spread is None:
+            return "1 run: no spread" if self.runs <= 1 else ""
+        return f"±{self.spread / 2:.1%} over {self.runs} runs"
 
     @property
     def without_text(self) -> str:
@@ -117,18 +128,21 @@ class Comparison:
 
 
 def comparison(cells: Iterable[CellResult]) -> Comparison:
-    """Columns by generation (unnumbered last) then label; a cell run twice keeps the later one."""
+    """Columns by generation (unnumbered last) then label; rows in the bench spec's order (as
+    recorded; first seen where a record has none); a cell run twice keeps the later one."""
     latest: dict[tuple[str, str], CellResult] = {}
     envs: dict[str, EnvInfo] = {}
-    configs: dict[str, None] = {}  # an ordered set
+    configs: dict[str, tuple[int, int]] = {}  # config -> (its place in the spec, first seen)
     for cell in cells:
         envs.setdefault(cell.env.label, cell.env)
-        configs.setdefault(cell.config)
+        seen = configs.setdefault(cell.config, (cell.order, len(configs)))
+        configs[cell.config] = (min(seen[0], cell.order), seen[1])
         key = (cell.env.label, cell.config)
         if key not in latest or cell.finished >= latest[key].finished:
             latest[key] = cell
     columns = tuple(sorted(envs.values(), key=lambda e: (e.generation is None, e.generation or 0, e.label)))
-    rows = tuple(_row(config, [latest.get((env.label, config)) for env in columns]) for config in configs)
+    ordered = sorted(configs, key=lambda c: configs[c])
+    rows = tuple(_row(config, [latest.get((env.label, config)) for env in columns]) for config in ordered)
     runs = tuple(_run_info([c for (label, _), c in latest.items() if label == env.label]) for env in columns)
     return Comparison(envs=columns, rows=rows, runs=runs)
 
@@ -153,7 +167,8 @@ def _load_text(p: dict[str, Any]) -> str:
 
 def _row(config: str, results: list[CellResult | None]) -> Row:
     reference = _ok_throughput(results[0])
-    cells = tuple(_cell(r, reference) if r else None for r in results)
+    reference_spread = results[0].spread if results[0] is not None and reference is not None else None
+    cells = tuple(_cell(r, reference, reference_spread) if r else None for r in results)
     # a number measured without the feature the config asks for is not that config's: never best
     ok = [c for c in cells if c and c.throughput is not None and not c.ran_without]
     best = max(ok, key=lambda c: c.throughput).env if ok else None
@@ -164,14 +179,21 @@ def _ok_throughput(result: CellResult | None) -> float | None:
     return result.load.output_throughput if result and result.ok and result.load else None
 
 
-def _cell(result: CellResult, reference: float | None) -> Cell:
+def _cell(result: CellResult, reference: float | None, reference_spread: float | None = None) -> Cell:
     throughput = _ok_throughput(result)
+    share = throughput / reference if throughput is not None and reference else None
+    values = [r.output_throughput for r in result.runs] if throughput is not None else []
+    spreads = [s for s in (result.spread, reference_spread) if s is not None]
+    # two numbers whose runs overlap this much cannot be told apart: the ratio is noise
+    noise = share is not None and bool(spreads) and abs(share - 1) <= max(spreads)
     return Cell(env=result.env.label, config=result.config, outcome=result.outcome,
                 summary=result.summary, startup_s=result.startup_s,
                 load=result.load if throughput is not None else None,
                 failure=None if throughput is not None else _failure(result),
-                ratio=throughput / reference if throughput is not None and reference else None,
-                ran_without=tuple(result.ran_without))
+                ratio=share, ran_without=tuple(result.ran_without),
+                runs=max(len(result.runs), 1), spread=result.spread if throughput is not None else None,
+                low=min(values) if values else None, high=max(values) if values else None,
+                within_noise=noise)
 
 
 def _failure(result: CellResult) -> Failure:
@@ -258,6 +280,11 @@ def render_terminal(comp: Comparison, console: Console | None = None) -> None:
     for row in comp.rows:
         table.add_row(Text(row.config), *(_terminal_cell(row, i, cell) for i, cell in enumerate(row.cells)))
     console.print(table)
+    failed = [(row, cell) for row in comp.rows for cell in row.cells if cell and cell.failure and cell.failure.fix]
+    for row, cell in failed:  # the table shortens each fix; here it is whole
+        line = Text(f"{row.config} @ {cell.env}: ", style="bold")
+        line.append(cell.failure.fix)
+        console.print(line)
 
 
 def _terminal_cell(row: Row, column: int, cell: Cell | None) -> Text:
@@ -273,6 +300,10 @@ def _terminal_cell(row: Row, column: int, cell: Cell | None) -> Text:
     text = Text(tok_s(load.output_throughput), style="bold green" if row.shows_best(cell) else "")
     if column and cell.ratio is not None:
         text.append(f" {ratio(cell.ratio)}", style="dim")
+        if cell.within_noise:
+            text.append(" (within spread)", style="yellow")
+    if cell.spread_text:
+        text.append(f"\n{cell.spread_text}", style="dim")
     text.append(f"\nTTFT {ms(load.median_ttft_ms)}")
     if cell.ran_without:
         text.append(f"\n{cell.without_text.upper()}: not this config's number", style="bold yellow")
@@ -316,8 +347,9 @@ img { max-width: 100%; height: auto; }
 <h1>Benchmark report</h1>
 <p>{{ comp.envs|length }} environment(s) x {{ comp.rows|length }} config(s). Output throughput from
 bench_serving; {% if comp.baseline %}&times; is the ratio to <b>{{ comp.baseline }}</b> where both ran ok;
-{% endif %}&#9733; marks the best environment per config. A failed cell shows triage's root cause
-and its fix.</p>
+{% endif %}&#9733; marks the best environment per config. A number is the median of its measured runs
+(after a warm-up run where the spec asks for one), with their spread; a ratio within that spread is
+no difference. A failed cell shows triage's root cause and its whole fix, and is no bar in the chart.</p>
 {% if png %}
 <figure><img src="{{ png }}" alt="{{ alt }}"></figure>
 {% endif %}
@@ -353,7 +385,8 @@ and its fix.</p>
 <td class="{{ 'ok best' if row.shows_best(cell) else 'ok' }}">
 <div class="num">{{ load.output_throughput|tok_s }}</div>
 {% if cell.ran_without %}<div class="without">{{ cell.without_text }}: the server turned it off, so this is not this config's number</div>{% endif %}
-{% if not loop.first and cell.ratio is not none %}<div class="ratio">{{ cell.ratio|ratio }} vs {{ comp.baseline }}</div>{% endif %}
+{% if not loop.first and cell.ratio is not none %}<div class="ratio">{{ cell.ratio|ratio }} vs {{ comp.baseline }}{% if cell.within_noise %} <span class="without">(within the runs' spread: not a difference)</span>{% endif %}</div>{% endif %}
+{% if cell.spread_text %}<div class="meta">{{ cell.spread_text }}{% if cell.low is not none and cell.runs > 1 %} ({{ cell.low|tok_s }} to {{ cell.high|tok_s }}){% endif %}</div>{% endif %}
 <dl>
 <dt>TTFT</dt><dd>{{ load.median_ttft_ms|ms }} median, {{ load.p99_ttft_ms|ms }} p99</dd>
 <dt>TPOT</dt><dd>{{ load.median_tpot_ms|ms }} median, {{ load.p99_tpot_ms|ms }} p99</dd>
@@ -393,12 +426,12 @@ def write_html(comp: Comparison, path: Path, png: str | None = PNG_NAME) -> Path
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies and in greyscale print.
 _PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
-_FAILED = "#d9d9d9"
 _DPI = 100
 
 
 def write_png(comp: Comparison, path: Path) -> Path:
-    """Grouped bars of output throughput; a failed cell is a hatched grey stub naming why."""
+    """Grouped bars of output throughput (the median run; the runs' range as an error bar); a
+    failed cell gets no bar, only its outcome written upright at the axis."""
     # matplotlib is slow to import and only this needs it; Figure + the Agg canvas never touch
     # pyplot's global state, and the default style keeps a user's matplotlibrc out of the file.
     import matplotlib.style
@@ -428,8 +461,6 @@ def write_png(comp: Comparison, path: Path) -> Path:
         ax.set_axisbelow(True)
         ax.spines[["top", "right"]].set_visible(False)
         handles = [Patch(facecolor=_PALETTE[j % len(_PALETTE)], label=env.label) for j, env in enumerate(comp.envs)]
-        if any(c and c.failure for r in comp.rows for c in r.cells):
-            handles.append(Patch(facecolor=_FAILED, edgecolor="#555555", hatch="///", label="failed (no throughput)"))
         if handles:
             fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5), frameon=False)
         # no Software/date chunks: the same results give the same bytes
@@ -442,19 +473,22 @@ def _draw_bar(ax: Any, x: float, width: float, cell: Cell | None, column: int, c
         ax.annotate("not run", (x, 0), xytext=(0, 4), textcoords="offset points", ha="center",
                     va="bottom", rotation=90, fontsize=8, color="#777777")
         return
-    if cell.failure:
-        stub = top * 0.05  # visible, and too short to be read as a throughput
-        ax.bar(x, stub, width, color=_FAILED, edgecolor=colour, hatch="///", linewidth=1.5)
-        # upright: a finding id is wider than a bar and would run into the neighbour's label
-        ax.annotate(cell.failure.headline, (x, stub), xytext=(0, 4), textcoords="offset points",
+    if cell.failure:  # no bar: there is no throughput to draw; upright, as ids are wide
+        ax.annotate(f"\u2717 {cell.failure.headline}", (x, 0), xytext=(0, 4), textcoords="offset points",
                     ha="center", va="bottom", rotation=90, fontsize=8.5, color="#b00020")
         return
     value = cell.throughput or 0.0
+    spread = None
+    if cell.low is not None and cell.high is not None and cell.runs > 1:
+        spread = [[value - cell.low], [cell.high - value]]  # the slowest and the fastest run
     if cell.ran_without:  # hatched and labelled: a number, but not of the feature asked for
-        ax.bar(x, value, width, color="white", edgecolor=colour, hatch="..", linewidth=1.5)
+        ax.bar(x, value, width, color="white", edgecolor=colour, hatch="..", linewidth=1.5, yerr=spread,
+               capsize=3, ecolor="#333333")
     else:
-        ax.bar(x, value, width, color=colour)
+        ax.bar(x, value, width, color=colour, yerr=spread, capsize=3, ecolor="#333333")
     label = f"{value:.1f}" + (f"\n{ratio(cell.ratio)}" if column and cell.ratio is not None else "")
+    if column and cell.within_noise:
+        label += " (within spread)"
     if cell.ran_without:
         label += "\n" + cell.without_text
     ax.annotate(label, (x, value), xytext=(0, 3), textcoords="offset points", ha="center",

@@ -256,6 +256,9 @@ class Load(Model):
     num_prompts: int = Field(64, ge=1, strict=True)
     max_concurrency: int = Field(8, ge=1, strict=True)
     timeout_s: FiniteFloat = Field(3600, gt=0, description="Longest the load may run")
+    repeats: int = Field(3, ge=1, le=20, strict=True,
+                         description="Measured runs per cell: the report shows their median and spread")
+    warmup: bool = Field(True, description="One run first, not counted (caches, CUDA graphs, JIT)")
 
 
 class Benchmarks(Model):

@@ -80,6 +80,13 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     assert any(line.startswith("  crashed: see ") and line.endswith("ep_flashinfer_a2a/server.log; its last lines:")
                for line in lines)
     assert by_config["baseline"].log_tail == ()  # an ok cell carries none
+    # a warm-up run, then the spec's two measured runs: the number is their median, with a spread
+    baseline = by_config["baseline"]
+    assert baseline.warmup and len(baseline.runs) == 2 and baseline.spread is not None
+    assert baseline.load in baseline.runs and "median of 2 runs after a warm-up" in baseline.summary
+    assert {p.name for p in (store.get(gen).path / "bench" / "baseline").glob("load-*.log")} == {
+        "load-warmup.log", "load-run1.log", "load-run2.log"}
+    assert any("warm-up (not counted)" in line for line in lines) and any("run 2/2" in line for line in lines)
     assert "0.92" in by_config["ep_flashinfer_a2a"].summary
     assert by_config["ep_mem092"].outcome == "ok", by_config["ep_mem092"]
     assert by_config["eagle3_hang"].outcome == "hung"

@@ -382,3 +382,64 @@ def test_a_double_served_column_is_marked_in_every_format(tmp_path):
     html = write_html(comp, tmp_path / "r.html", png=None).read_text()
     assert "TEST DOUBLE" in html and "8 random-ids prompts, 64 -&gt; 16 tokens" in html
     assert json.loads(json.dumps(comp.to_dict()))["runs"][0]["test_double"] is True
+
+
+# --- repeats, spread and noise (issue 17) -----------------------------------------------------
+
+
+def repeated(env_: EnvInfo, config: str, *values: float, order: int = 0) -> CellResult:
+    runs = tuple(load(v) for v in values)
+    median = sorted(runs, key=lambda r: r.output_throughput)[(len(runs) - 1) // 2]
+    return CellResult(env=env_, config=config, outcome="ok", summary="s", load=median, runs=runs,
+                      warmup=True, order=order)
+
+
+def test_a_difference_inside_the_runs_spread_is_marked_noise_and_one_outside_is_not():
+    a, b = env("a", 1), env("b", 2)
+    close = comparison([repeated(a, "x", 100.0, 104.0, 98.0), repeated(b, "x", 103.0, 101.0, 105.0)])
+    cell = cell_of(close, "x", "b")
+    assert cell.within_noise and cell.runs == 3 and abs(cell.spread - 4 / 103) < 1e-9
+    assert (cell.low, cell.high) == (101.0, 105.0) and cell.spread_text.startswith("±1.9% over 3 runs")
+    far = comparison([repeated(a, "x", 100.0, 101.0, 99.0), repeated(b, "x", 150.0, 151.0, 149.0)])
+    assert not cell_of(far, "x", "b").within_noise
+    single = comparison([ok(a, "x", 100.0), ok(b, "x", 101.0)])  # one run each: nothing to compare with
+    assert not cell_of(single, "x", "b").within_noise and cell_of(single, "x", "b").spread_text == "1 run: no spread"
+
+
+def test_rows_follow_the_bench_specs_order_not_the_alphabet():
+    a = env("a", 1)
+    cells = [repeated(a, name, 10.0, order=i) for i, name in enumerate(["zeta", "alpha", "mid"])]
+    assert [r.config for r in comparison(reversed(cells)).rows] == ["zeta", "alpha", "mid"]
+
+
+def test_a_failed_cell_is_no_bar_and_an_ok_one_carries_its_runs_range():
+    from envmgr.report.bench import _draw_bar
+
+    calls = []
+
+    class Axes:
+        def bar(self, *args, **kwargs):
+            calls.append(("bar", args, kwargs))
+
+        def annotate(self, text, *args, **kwargs):
+            calls.append(("annotate", text))
+
+    crashed = comparison([CellResult(env=env("a", 1), config="x", outcome="crashed", summary="boom")])
+    _draw_bar(Axes(), 0.0, 0.4, cell_of(crashed, "x", "a"), 0, "#000000", 100.0)
+    assert [c[0] for c in calls] == ["annotate"] and "crashed" in calls[0][1]
+    calls.clear()
+    runs = comparison([repeated(env("a", 1), "x", 90.0, 100.0, 110.0)])
+    _draw_bar(Axes(), 0.0, 0.4, cell_of(runs, "x", "a"), 0, "#000000", 110.0)
+    bar = next(c for c in calls if c[0] == "bar")
+    assert bar[2]["yerr"] == [[10.0], [10.0]]
+
+
+def test_the_terminal_table_is_followed_by_every_failure_s_whole_fix():
+    from rich.console import Console
+
+    fix = "raise --mem-fraction-static from 0.0006 to 0.9: " + "because " * 20 + "the end"
+    failed = CellResult(env=env("a", 1), config="x", outcome="crashed", summary="s",
+                        findings=(Finding("kv_pool_oom", "error", "m", fix, line=3, text="t"),))
+    console = Console(record=True, width=100)
+    render_terminal(comparison([failed]), console)
+    assert " ".join(fix.split()) in " ".join(console.export_text().split())

@@ -194,8 +194,8 @@ CASES = [
          "cuda.toolkits[0].sorce", "did you mean 'source'?"),
     case("unknown-in-named-config", edit("      flags:", "      flag:"), "flag:",
          "benchmarks.configs.baseline.flag", "did you mean 'flags'?"),
-    case("unknown-depth-3-far", edit("input_len: 1024", "warmup: 3"), "warmup",
-         "benchmarks.load.warmup", "unknown key 'warmup'", "expected one of: dataset"),
+    case("unknown-depth-3-far", edit("input_len: 1024", "warm_up: 3"), "warm_up",
+         "benchmarks.load.warm_up", "unknown key 'warm_up'", "expected one of: dataset"),
     case("renamed-required-key", edit("model_path:", "modelpath:"), "modelpath",
          "benchmarks.modelpath", "did you mean 'model_path'?", count=2),
     # --- required fields --------------------------------------------------------------------------
