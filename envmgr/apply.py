@@ -111,7 +111,13 @@ def apply(
 
             tee(f"generation {path.name}: {loaded.spec.metadata.name} ({loaded.digest[:12]}) "
                 f"with the {builder.kind} builder, {len(steps)} step(s)")
-            realized = execute(steps, Build(loaded, path, tee))
+            try:
+                realized = execute(steps, Build(loaded, path, tee))
+            except KeyboardInterrupt:  # Ctrl-C or a signal: say what it left, then stop as asked
+                tee(f"interrupted: generation {path.name} is incomplete and never becomes current; "
+                    + (f"generation {previous.number} is still current" if previous else "nothing is current")
+                    + " (the next apply removes the incomplete one)")
+                raise
             (path / "lock.txt").write_text(realized.lock, encoding="utf-8")
             failpoints.reach("lock-written")
             generation = store.commit(path, {

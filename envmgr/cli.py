@@ -66,7 +66,7 @@ EXIT_CODES = {
     "plan": "0 no changes, 2 changes, 1 an error",
     "advise": "0 every blocker has a known way out, 1 not, or an error",
     "facts": "0 facts collected (what is missing is reported, not an error), 1 an error",
-    "apply": "0 applied or unchanged (or declined), 1 required probes failed or an error",
+    "apply": "0 applied or unchanged, 1 declined at the prompt, required probes failed, or an error",
     "run": "the command's own; 127 it does not exist there; 1 an envmgr error",
     "shell": "the shell's own; 1 an envmgr error",
     "env": "0 printed, 1 an error",
@@ -95,10 +95,6 @@ def command(*options: Opt) -> Callable:
 
 def _emit(data: object) -> None:
     print(json.dumps(data, indent=2, sort_keys=False))
-
-
-def _progress(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def _load_facts(path: Path | None):
@@ -151,7 +147,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
     if a.backend is not None:
         if a.from_ is not None or a.facts is not None:
             raise UsageError("give --backend, or --from/--facts, not both")
-        return _plan_on_hosts(loaded, a.backend, a.json)
+        return _plan_on_hosts(loaded, a.backend, a.json, a.progress)
     observed = _load_facts(a.facts)
     if a.from_ is not None:
         if a.facts is not None:
@@ -243,7 +239,7 @@ def _current_generation(home: Path | None):
     return store.current() if store.home.is_dir() else None
 
 
-def _plan_on_hosts(loaded, url: str, as_json: bool) -> int:
+def _plan_on_hosts(loaded, url: str, as_json: bool, progress) -> int:
     """Check mode on the fleet's hosts: per-host changes; 2 when any host would change.
     A host that fails or is unreachable even in check mode raises (BackendError: exit 1)."""
     from envmgr.builders import open_builder
@@ -252,7 +248,7 @@ def _plan_on_hosts(loaded, url: str, as_json: bool) -> int:
         if not builder.can_check:
             raise UsageError(f"{url}: plan --backend needs a builder with a check mode on its target",
                              hint="use ansible://GROUP?inventory=FILE")
-        url, report = builder.check(loaded, _progress)
+        url, report = builder.check(loaded, progress)
     if as_json:
         _emit({"spec": str(loaded.path), "name": loaded.spec.metadata.name, "backend": url,
                "changes": len(report.changed_hosts), "hosts": report.to_dict()["hosts"]})
@@ -314,19 +310,19 @@ def cmd_apply(a: argparse.Namespace) -> int:
     loaded = load_spec(a.spec)
     store = Store(a.home)
     with open_builder(a.backend or default_url(loaded.spec)) as builder:
-        result = run_apply(loaded, builder, store, _progress, _confirm(a.yes, show=not a.json),
-                           gate=required_probe_gate(_progress), open_target=open_target)
+        result = run_apply(loaded, builder, store, a.progress, _confirm(a.yes, show=not a.json),
+                           gate=required_probe_gate(a.progress), open_target=open_target)
     if a.json:
         _emit(result.to_dict())
     elif result.status == "unchanged":
         print(f"unchanged: generation {result.generation.number} already is {loaded.spec.metadata.name} "
               f"({loaded.digest[:12]})")
     elif result.status == "declined":
-        print("nothing applied")
+        print("nothing applied: declined at the prompt")
     else:
         print(f"{result.status}: generation {result.generation.number}"
               + (f" (previous: {result.previous.number})" if result.previous else ""))
-    return 1 if result.status == "probes-failed" else 0
+    return 1 if result.status in ("probes-failed", "declined") else 0
 
 
 ENV = opt("--env", metavar="GEN|URL", help="current (default), a generation number, or a target URL "
@@ -543,7 +539,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
     from envmgr.probes.session import probe_environment
 
     report = probe_environment(target=a.target, spec_path=a.spec, only=a.only.split(",") if a.only else None,
-                               python=a.python, timeout=a.timeout, home=a.home, progress=_progress)
+                               python=a.python, timeout=a.timeout, home=a.home, progress=a.progress)
     if a.json:
         _emit(report.to_dict())
     else:
@@ -586,7 +582,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
             render_cells(cells)
         return 1 if any(c.blocked for c in cells) else 0
-    run = run_matrix(cells, rerun=a.rerun, progress=_progress)
+    run = run_matrix(cells, rerun=a.rerun, progress=a.progress)
     if a.json:
         _emit([r.to_dict() for r in run.results])
     else:
@@ -691,10 +687,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"envmgr {__version__}")
     parser.add_argument("--debug", action="store_true", help="Show tracebacks (also ENVMGR_DEBUG=1)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    # every command takes these: how much progress shows on stderr
+    common = argparse.ArgumentParser(add_help=False)
+    loudness = common.add_mutually_exclusive_group()
+    loudness.add_argument("-q", "--quiet", action="store_true", help="No progress on stderr (results and errors still)")
+    loudness.add_argument("-v", "--verbose", action="store_true",
+                          help="Every progress line, tools' output included (default on a terminal: one live line)")
     for name, func, options in COMMANDS:
         doc = inspect.cleandoc(func.__doc__ or "")
         summary = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, whole
-        sub = commands.add_parser(name, help=summary, description=doc,
+        sub = commands.add_parser(name, help=summary, description=doc, parents=[common],
                                   epilog=f"exit codes: {EXIT_CODES[name]}; 2 a command line it rejects",
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         for o in options:
@@ -744,8 +746,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
-        with _stop_on_signals():
-            return args.func(args)
+        from envmgr.report.progress import TerminalProgress
+
+        args.progress = TerminalProgress(verbose=args.verbose, quiet=args.quiet)
+        try:
+            with _stop_on_signals():
+                return args.func(args)
+        finally:
+            args.progress.close()
     except BadArguments as exc:  # argparse's own message, after the usage line it printed
         return _failed(UsageError(exc.message, hint=f"`envmgr {exc.command} --help` lists the options"
                                   if exc.command else "`envmgr --help` lists the commands"), 2, as_json,

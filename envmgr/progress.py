@@ -18,3 +18,4 @@ def prefixed(progress: Progress, tag: str) -> Progress:
             progress(f"  [{tag}] {line}")
 
     return emit
+

@@ -8,6 +8,7 @@ inventory); a step does its work only when executed, into ``Build.workdir``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,11 +76,16 @@ class Builder:
 
 def execute(steps: Sequence[Step], build: Build) -> Realized:
     """Run ``steps`` in order with ``[n/N]`` progress; the last one leaves what was built."""
+    took: list[str] = []
+    started = time.monotonic()
     for number, step in enumerate(steps, 1):
         build.progress(f"[{number}/{len(steps)}] {step.summary}")
+        began = time.monotonic()
         step.execute(build)
+        took.append(f"{step.name} {time.monotonic() - began:.1f} s")
     if build.realized is None:  # a builder whose last step realized nothing: a bug, said plainly
         raise RuntimeError(f"the steps {[s.name for s in steps]} built nothing")
+    build.progress(f"built in {time.monotonic() - started:.1f} s ({', '.join(took)})")
     return build.realized
 
 
