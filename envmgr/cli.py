@@ -592,8 +592,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
         for cell, result in zip(run.cells, run.results):  # a failure's evidence, where to read more
             if result.outcome in ("ok", "skipped"):
                 continue
-            print(f"{cell.config} @ {cell.env.info.label}: {result.outcome}: {result.summary}")
-            print(f"  server log: {cell.dir / (result.server_log or 'server.log')}")
+            print(f"{cell.config} @ {cell.env.info.label} {result.outcome}; server log: "
+                  f"{cell.dir / (result.server_log or 'server.log')}")
             for line in result.log_tail:
                 print(f"  | {line}")
     return 0 if all(r.ok for r in run.results) else 1

@@ -166,8 +166,14 @@ def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
     cells = []
     for env in envs:
         python = python_of(env)
-        installed = modules_of(env, python, feature_modules())
+        installed = modules_of(env, python, ["sglang", *feature_modules()])
         findings = env_findings(bench_spec, env, installed)  # every config at once: one evaluation per env
+        if installed is not None and "sglang" not in installed:  # pre-flight: no server could start
+            findings.insert(0, Finding(
+                "sglang-not-importable", "error",
+                f"{python} in {env.info.label} cannot import sglang: every server would exit at once",
+                "install sglang in that environment (python.packages, then `envmgr apply`), or give --env "
+                "an environment that has it", field="python.packages", configs=tuple(names)))
         for config in names:
             command = server_command(bench, config, python)
             # the stack's secrets reach the server through its environment (images never hold them)
@@ -238,7 +244,7 @@ def run_matrix(cells: Sequence[Cell], *, rerun: bool = False, limits: Limits | N
                      "run the same command again to resume from this cell")
             raise
         write_result(cell.dir, result)
-        progress(f"  -> {result.outcome}: {result.summary}")
+        progress(f"=> {name}: {result.outcome}: {result.summary}")  # a milestone, shown everywhere
         run.results.append(result)
     return run
 
@@ -386,6 +392,8 @@ def _fresh(cell_dir: Path) -> None:
     cell_dir.mkdir(parents=True, exist_ok=True)
     for name in ("server.log", "load.log", "result.json"):
         (cell_dir / name).unlink(missing_ok=True)
+    for old in cell_dir.glob("load-*.log"):
+        old.unlink()
 
 
 class _ticker:

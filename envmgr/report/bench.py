@@ -171,8 +171,11 @@ def _row(config: str, results: list[CellResult | None]) -> Row:
     cells = tuple(_cell(r, reference, reference_spread) if r else None for r in results)
     # a number measured without the feature the config asks for is not that config's: never best
     ok = [c for c in cells if c and c.throughput is not None and not c.ran_without]
-    best = max(ok, key=lambda c: c.throughput).env if ok else None
-    return Row(config=config, cells=cells, best=best)
+    top = max(ok, key=lambda c: c.throughput) if ok else None
+    # no clear best where the fastest's slowest run is not above every other's fastest run
+    overlapped = top is not None and top.low is not None and top.runs > 1 and any(
+        c is not top and (c.high if c.high is not None else c.throughput) >= top.low for c in ok)
+    return Row(config=config, cells=cells, best=None if top is None or overlapped else top.env)
 
 
 def _ok_throughput(result: CellResult | None) -> float | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -262,3 +263,18 @@ def test_a_cell_whose_server_turned_the_feature_off_ran_without_it(setup, tmp_pa
     from envmgr.cli import main
 
     assert main(["report", "--home", str(home), "--out", str(tmp_path / "cli-report")]) == 0
+
+
+def test_an_environment_without_sglang_is_refused_before_any_server_starts(setup, tmp_path, monkeypatch):
+    """Pre-flight (issue 17): a bench of an environment whose interpreter cannot import sglang
+    says so for every cell, instead of "the server exited with code 1" after a launch."""
+    spec, home, _, _, _ = setup
+    monkeypatch.delenv("PYTHONPATH")  # the double stays out of this environment
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    cells = prepare(spec, ["baseline", "eagle3_hang"], [f"venv://{bare}"], home)
+    assert all(c.blocked and c.problems[0].id == "sglang-not-importable" for c in cells)
+    assert str(bare / "bin" / "python") in cells[0].problems[0].message
+    run = run_matrix(cells)
+    assert [r.outcome for r in run.results] == ["skipped", "skipped"]
+    assert "sglang-not-importable" in run.results[0].summary and not (cells[0].dir / "server.log").exists()

@@ -402,6 +402,7 @@ def test_a_difference_inside_the_runs_spread_is_marked_noise_and_one_outside_is_
     assert (cell.low, cell.high) == (101.0, 105.0) and cell.spread_text.startswith("±1.9% over 3 runs")
     far = comparison([repeated(a, "x", 100.0, 101.0, 99.0), repeated(b, "x", 150.0, 151.0, 149.0)])
     assert not cell_of(far, "x", "b").within_noise
+    assert close.rows[0].best is None and far.rows[0].best == "b"  # overlapping runs: no best to mark
     single = comparison([ok(a, "x", 100.0), ok(b, "x", 101.0)])  # one run each: nothing to compare with
     assert not cell_of(single, "x", "b").within_noise and cell_of(single, "x", "b").spread_text == "1 run: no spread"
 
