@@ -104,8 +104,10 @@ def run_there(target: Target, argv: Sequence[str], timeout: float) -> int:
     for where, result in results.items():
         if len(results) > 1:
             print(f"== {where} (exit {result.returncode})", flush=True)
-        sys.stdout.write(result.stdout)
-        sys.stderr.write(result.stderr)
+        for stream, text in ((sys.stdout, result.stdout), (sys.stderr, result.stderr)):
+            # ansible's command module strips the last newline: put it back, hosts apart
+            stream.write(text + ("\n" if text and not text.endswith("\n") else ""))
+        sys.stdout.flush()
         code = code or result.returncode
     return code
 
