@@ -218,6 +218,8 @@ def test_a_signal_mid_install_stops_the_apply_like_ctrl_c(tmp_path: Path, home: 
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signum and f"stopped by {signum.name}" in err and "Traceback" not in err
+    # it says what it left (issue 17: Ctrl-C during apply used to print nothing)
+    assert "interrupted: generation 2 is incomplete" in err and "generation 1 is still current" in err
     store = Store(home)
     assert store.current().number == 1 and installed(store.current().path, "six") == "1.16.0"
     assert envmgr(home, "apply", str(spec), "--yes").returncode == 0

@@ -265,3 +265,23 @@ def test_rollback_reports_in_json(capsys, tmp_path):
     rc = main(["rollback", "--home", str(store.home), "--json"])
     assert rc == 0 and json.loads(capsys.readouterr()[0]) == {
         "current": 1, "spec": "s", "backend": "local://", "previous": 2, "forced": False}
+
+
+def test_declining_the_prompt_applies_nothing_and_exits_1(capsys, tmp_path, monkeypatch):
+    import io
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("apiVersion: envmgr/v1\nmetadata: {name: s}\nhardware: {gpu: {arch: sm_90}}\n"
+                    f"python: {{version: '{sys.version_info.major}.{sys.version_info.minor}', packages: {{six: '1.16.0'}}}}\n")
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    rc = main(["apply", str(spec), "--home", str(tmp_path / "home")])
+    out, err = capsys.readouterr()
+    assert rc == 1 and "nothing applied: declined at the prompt" in out
+    assert "[1/4] resolve 1 package pins" in " ".join(err.split())  # the steps were shown before asking
+    assert not any((tmp_path / "home" / "generations").iterdir())
