@@ -123,7 +123,8 @@ def shell_argv(target: Target) -> list[str]:
             raise UsageError("an interactive shell in a container needs the docker CLI",
                              hint="install docker's CLI, or run commands with `envmgr run --env ... -- CMD`")
         image = target.url.removeprefix("docker://")
-        return [docker, "run", "--rm", "-it", "--network", "host", "--entrypoint", "/bin/sh", image]
+        tty = ["-t"] if sys.stdin.isatty() else []  # commands piped in need no terminal
+        return [docker, "run", "--rm", "-i", *tty, "--network", "host", "--entrypoint", "/bin/sh", image]
     raise UsageError(f"{target.scheme}:// has no interactive shell from here",
                      hint="run commands with `envmgr run --env URL -- CMD` (every host, with the recorded env), "
                           "or ssh to a host and `. /opt/envmgr/current-env/bin/activate`")

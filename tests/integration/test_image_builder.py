@@ -217,6 +217,11 @@ def test_envmgr_run_and_env_in_the_image(first, tmp_path):
     env = json.loads(shown.stdout)["env"]
     assert env["ENVMGR_PAYLOAD"] == SHELL_PAYLOAD and env["CUDA_HOME"] == CU13
     assert env["PATH"].startswith(f"/opt/envmgr/venv/bin:{CU13}/bin:")
+    # `envmgr shell` in an image: the docker CLI's `run -i` of it, commands piped in
+    shell = subprocess.run([sys.executable, "-m", "envmgr", "shell", "--env", f"docker://{first.tag}"],
+                           input='python -c "import six; print(six.__version__)"\n', capture_output=True,
+                           text=True, timeout=300)
+    assert shell.returncode == 0 and shell.stdout.strip() == "1.16.0", shell.stderr
 
 
 def test_facts_inside_the_image_see_its_python_and_locked_packages(first):

@@ -172,3 +172,19 @@ def test_an_interpreter_on_path_that_cannot_run_is_not_found(tmp_path, monkeypat
     good.write_text("#!/bin/sh\necho 3.5\n")
     good.chmod(0o755)
     assert find_interpreter("3.5") == str(good)
+
+
+def test_shell_is_the_users_shell_here_docker_run_in_an_image_and_refused_on_hosts(monkeypatch):
+    from envmgr.use import shell_argv
+
+    monkeypatch.setenv("SHELL", "/bin/zsh")
+    assert shell_argv(VenvTarget("/opt/v")) == ["/bin/zsh"]
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/docker" if name == "docker" else None)
+    assert shell_argv(ContainerTarget("docker://envmgr/x:abc")) == [  # stdin is no terminal under pytest
+        "/usr/bin/docker", "run", "--rm", "-i", "--network", "host", "--entrypoint", "/bin/sh", "envmgr/x:abc"]
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(UsageError, match="needs the docker CLI"):
+        shell_argv(ContainerTarget("docker://envmgr/x:abc"))
+    with pytest.raises(UsageError, match="no interactive shell") as info:
+        shell_argv(HostsTarget("ansible://gpu?inventory=/h.yml"))
+    assert "envmgr run --env" in (info.value.hint or "")
