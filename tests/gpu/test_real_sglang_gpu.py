@@ -198,6 +198,8 @@ def test_bench_real_server_dense_model(sglang, tmp_path):
         assert cell.served_by.server_version == "0.5.11" and not cell.served_by.test_double
         assert "H200" in cell.served_by.gpu
         assert cell.load_params["num_prompts"] == 64
+        # a warm-up, then the default three measured runs: the median recorded with its spread
+        assert cell.warmup and len(cell.runs) == 3 and cell.load in cell.runs and cell.spread is not None
     kv = cells["kv_0006"]
     assert kv.outcome == "crashed" and kv.findings[0].id == "kv_pool_oom", kv.summary
     values = kv.findings[0].values
