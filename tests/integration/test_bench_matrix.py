@@ -278,3 +278,17 @@ def test_an_environment_without_sglang_is_refused_before_any_server_starts(setup
     run = run_matrix(cells)
     assert [r.outcome for r in run.results] == ["skipped", "skipped"]
     assert "sglang-not-importable" in run.results[0].summary and not (cells[0].dir / "server.log").exists()
+
+
+def test_the_cli_prints_a_crashed_cells_log_path_and_last_lines(setup):
+    """Issue 17: a crash says where its server.log is and what it said last, on stdout."""
+    spec, home, store, gen, _ = setup
+    done = subprocess.run([sys.executable, "-m", "envmgr", "bench", str(spec), "--env", str(gen),
+                           "--config", "ep_flashinfer_a2a", "--home", str(home)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1, done.stderr
+    log = store.get(gen).path / "bench" / "ep_flashinfer_a2a" / "server.log"
+    assert f"ep_flashinfer_a2a @ gen {gen} cuda128 crashed; server log: {log}" in done.stdout
+    assert "| RuntimeError: Not enough memory" in done.stdout  # the log's own last lines
+    assert "raise --mem-fraction-static" in done.stdout  # the whole fix, under the table
+    assert f"=> gen {gen} cuda128 x ep_flashinfer_a2a: crashed" in done.stderr  # a milestone, not a TTY
