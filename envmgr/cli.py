@@ -351,11 +351,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             if target.runs_here:
                 exec_here(target, argv)  # returns only by raising
             return run_there(target, argv, a.timeout)
-    except CommandNotFound as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        return 127
+    except CommandNotFound as exc:  # as a shell says it: 127
+        return _failed(exc, 127, as_json=False)
 
 
 @command(ENV, HOME)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from envmgr.state import Generation, Store
+from envmgr.targets import docker_engine  # imports no docker SDK until asked
 
 DEFAULT_KEEP = 3
 
@@ -61,7 +62,7 @@ def garbage(store: Store, keep: int = DEFAULT_KEEP) -> list[Garbage]:
         if _kind(gen) == "venv" and location and not Path(location).is_relative_to(gen.path) and Path(location).is_dir():
             found.append(Garbage("venv", location, tree_size(Path(location)), gen.number))
         if _kind(gen) == "docker" and location and location not in kept_images:
-            size = _image_size(location)
+            size = docker_engine.image_size(location)
             if size is not None:
                 found.append(Garbage("image", location, size, gen.number))
                 kept_images.add(location)  # two old generations of one image: removed once
@@ -71,8 +72,6 @@ def garbage(store: Store, keep: int = DEFAULT_KEEP) -> list[Garbage]:
 
 def collect(store: Store, items: list[Garbage], progress: Callable[[str], None]) -> int:
     """Remove ``items`` (from ``garbage``); the bytes freed."""
-    from envmgr.targets import docker_engine
-
     freed = 0
     by_number = {g.number: g for g in store.generations()}
     for item in items:
@@ -117,14 +116,7 @@ def _kind(gen: Generation) -> str | None:
     return gen.meta.get("backend_kind")
 
 
-def _image_size(image_id: str) -> int | None:
-    from envmgr.targets import docker_engine
-
-    return docker_engine.image_size(image_id)
-
-
 def _build_stages() -> list[tuple[str, int]]:
     from envmgr.builders.dockerfile import BUILD_STAGE_LABEL
-    from envmgr.targets import docker_engine
 
     return docker_engine.dangling_images("=".join(BUILD_STAGE_LABEL))

@@ -30,7 +30,7 @@ from envmgr.targets.urls import split_url
 from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer, log_tail
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
-from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, write_result
+from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, relative_spread, write_result
 from envmgr.bench.triage import load_signatures, triage_file
 from envmgr.errors import BackendError, UsageError
 from envmgr.findings import Finding, root_cause
@@ -280,10 +280,10 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     findings = tuple(triage_file(log))  # the whole log, after stop
     without = ran_without(findings, cell.command.argv)
     outcome, summary = _outcome(launch, load, outcome_text, findings)
-    if outcome == "ok" and len(runs) > 1:
-        values = sorted(r.output_throughput for r in runs)
+    spread = relative_spread(runs, load) if outcome == "ok" else None
+    if spread is not None:
         summary += (f" (median of {len(runs)} runs{' after a warm-up' if cell.warmup else ''}, "
-                    f"spread {(values[-1] - values[0]) / load.output_throughput:.1%})")
+                    f"spread {spread:.1%})")
     if without and outcome == "ok":
         summary += "; RAN WITHOUT " + ", ".join(without) + " (the server turned it off: see findings)"
     if server.leftovers:

@@ -84,6 +84,14 @@ class ServedBy:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data}) if data else None
 
 
+def relative_spread(runs: tuple[LoadResult, ...], median: LoadResult | None) -> float | None:
+    """(max - min) / median of the runs' output throughput; None with fewer than two runs."""
+    values = sorted(r.output_throughput for r in runs)
+    if len(values) < 2 or median is None or not median.output_throughput:
+        return None
+    return (values[-1] - values[0]) / median.output_throughput
+
+
 @dataclass(frozen=True)
 class CellResult:
     env: EnvInfo
@@ -111,11 +119,7 @@ class CellResult:
 
     @property
     def spread(self) -> float | None:
-        """(max - min) / median of the runs' output throughput; None with fewer than two runs."""
-        values = sorted(r.output_throughput for r in self.runs)
-        if len(values) < 2 or not self.load or not self.load.output_throughput:
-            return None
-        return (values[-1] - values[0]) / self.load.output_throughput
+        return relative_spread(self.runs, self.load)
 
     @property
     def ok(self) -> bool:

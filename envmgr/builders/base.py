@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from envmgr import failpoints
+from envmgr.lock import resolve
+from envmgr.progress import prefixed
+from envmgr.targets.base import Closing
+
 if TYPE_CHECKING:
     from envmgr.plan import Action
     from envmgr.progress import Progress
@@ -51,7 +56,7 @@ class Step:
         return {"step": self.name, "summary": self.summary}
 
 
-class Builder:
+class Builder(Closing):
     """Turns a spec into steps. Subclasses set ``kind`` and implement ``steps``."""
 
     kind: ClassVar[str] = ""
@@ -63,15 +68,6 @@ class Builder:
     def preflight(self, loaded: LoadedSpec) -> None:
         """What must be there before a generation is started (an interpreter, a base image,
         a readable inventory): raises with what to do; apply calls it before showing the plan."""
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def execute(steps: Sequence[Step], build: Build) -> Realized:
@@ -87,6 +83,21 @@ def execute(steps: Sequence[Step], build: Build) -> Realized:
         raise RuntimeError(f"the steps {[s.name for s in steps]} built nothing")
     build.progress(f"built in {time.monotonic() - started:.1f} s ({', '.join(took)})")
     return build.realized
+
+
+def resolve_step(loaded: LoadedSpec) -> Step:
+    """Resolve the spec's pins into a hashed lock (uv) in the generation: the first step of the
+    venv and image builders (a fleet's lock comes with its wheels, envmgr.wheelhouse)."""
+    spec = loaded.spec
+    return Step("resolve", f"resolve {len(spec.python.packages)} package pins for Python "
+                           f"{spec.python.version} into a hashed lock (uv)", _resolve)
+
+
+def _resolve(build: Build) -> None:
+    spec = build.loaded.spec
+    failpoints.reach("resolve")
+    build.lock = resolve(spec, build.workdir, spec.python.version, prefixed(build.progress, "uv"))
+    failpoints.reach("resolved")
 
 
 def package_changes(actions: Sequence[Action], limit: int = 4) -> str:

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import envmgr
-from envmgr.builders.base import Build, Builder, Realized, Step, package_changes
+from envmgr.builders.base import Build, Builder, Realized, Step, package_changes, resolve_step
 from envmgr.builders.dockerfile import WHEELHOUSE_DIR, render_dockerfile
 from envmgr.errors import BackendError, UsageError
-from envmgr.lock import clean_lock, resolve
+from envmgr.lock import clean_lock
 from envmgr.progress import Progress, prefixed
-from envmgr.targets.docker_engine import connect, short_id, translated
+from envmgr.targets.docker_engine import LazyClient, inspect_image, short_id, translated
 from envmgr.targets.urls import IMAGE_REF_RE, REPOSITORY_RE, make_url, parse_docker_url
 from envmgr.wheelhouse import download_wheelhouse, fresh_dir
 
@@ -66,7 +66,7 @@ class ImageBuilder(Builder):
 
     def __init__(self, url: str = "docker://") -> None:
         self.target = parse_docker_url(url)
-        self._api: APIClient | None = None
+        self._engine = LazyClient()
 
     def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:
         spec = loaded.spec
@@ -76,8 +76,7 @@ class ImageBuilder(Builder):
         return [
             Step("base", f"find the base image {settings.base} in the local Docker engine (never pulled)",
                  lambda build: state.update(base_id=self._base_image_id(self._client(), settings.base))),
-            Step("resolve", f"resolve {len(spec.python.packages)} package pins for Python "
-                            f"{spec.python.version} into a hashed lock (uv)", _resolve),
+            resolve_step(loaded),
             Step("context", f"write the build context: Dockerfile, lock{', wheelhouse' if settings.wheelhouse else ''}",
                  lambda build: write_context(build.loaded, build.lock, build.workdir / CONTEXT_DIR, settings,
                                              build.progress)),
@@ -90,9 +89,7 @@ class ImageBuilder(Builder):
         self._base_image_id(self._client(), self._settings(loaded.spec).base)
 
     def close(self) -> None:
-        if self._api is not None:
-            self._api.close()
-            self._api = None
+        self._engine.close()
 
     def _image(self, build: Build, settings: BuildSettings, base_id: str) -> None:
         api = self._client()
@@ -152,22 +149,11 @@ class ImageBuilder(Builder):
                      "envmgr/base:bookworm with images/bootstrap-base.sh")
         return image_id
     def _existing_image_id(self, api: APIClient, ref: str) -> str | None:
-        from docker.errors import ImageNotFound
+        info = inspect_image(api, ref)
+        return str(info["Id"]) if info is not None else None
 
-        try:
-            with translated(f"looking up image {ref}", passthrough=(ImageNotFound,)):
-                return str(api.inspect_image(ref)["Id"])
-        except ImageNotFound:
-            return None
     def _client(self) -> APIClient:
-        if self._api is None:
-            self._api = connect()
-        return self._api
-
-
-def _resolve(build: Build) -> None:
-    spec = build.loaded.spec
-    build.lock = resolve(spec, build.workdir, spec.python.version, prefixed(build.progress, "uv"))
+        return self._engine.get()
 
 
 def write_context(loaded: LoadedSpec, lock: str, context: Path, settings: BuildSettings,
@@ -194,14 +180,6 @@ def context_hash(context: Path, base_id: str) -> str:
     wheelhouse = context / WHEELHOUSE_DIR
     for wheel in sorted(wheelhouse.iterdir()) if wheelhouse.is_dir() else ():
         digest.update(f"{WHEELHOUSE_DIR}/{wheel.name}\0{_file_sha256(wheel)}\0".encode())
-    return digest.hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
     return digest.hexdigest()
 
 

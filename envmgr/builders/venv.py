@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envmgr import failpoints
-from envmgr.builders.base import Build, Builder, Realized, Step, package_changes
+from envmgr.builders.base import Build, Builder, Realized, Step, package_changes, resolve_step
 from envmgr.errors import BackendError
-from envmgr.lock import resolve, uv_binary
+from envmgr.lock import uv_binary
 from envmgr.progress import prefixed
 from envmgr.state import write_atomic
 from envmgr.targets.base import CommandResult
@@ -49,8 +49,7 @@ class VenvBuilder(Builder):
         where = f"{root}/generation-N" if root else "the generation's venv/"
         env_changes = [a for a in actions if a.kind.startswith("env.") or a.kind.startswith("toolkit.")]
         return [
-            Step("resolve", f"resolve {len(spec.python.packages)} package pins for Python "
-                            f"{spec.python.version} into a hashed lock (uv)", _resolve),
+            resolve_step(loaded),
             Step("venv", f"create a Python {spec.python.version} venv at {where} ({self.installer})",
                  lambda build: self._create(build, root)),
             Step("install", f"install the lock with {self.installer}, hashes required: "
@@ -102,13 +101,6 @@ class VenvBuilder(Builder):
         extra = toolkit_environment(build.loaded.spec, venv)
         # 0600: it is where the environment's secrets live (envmgr.secrets), for run and start
         write_atomic(venv / ENV_FILE, json.dumps(extra, indent=2, sort_keys=True), mode=0o600)
-
-
-def _resolve(build: Build) -> None:
-    spec = build.loaded.spec
-    failpoints.reach("resolve")
-    build.lock = resolve(spec, build.workdir, spec.python.version, prefixed(build.progress, "uv"))
-    failpoints.reach("resolved")
 
 
 def _realized(build: Build) -> Realized:

@@ -70,7 +70,20 @@ class Service(Protocol):
         ...
 
 
-class Target:
+class Closing:
+    """``with x:`` closes it on the way out (targets and builders hold clients)."""
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Target(Closing):
     """Where commands run. Subclasses set the flags and implement ``run`` (and ``start``)."""
 
     scheme: ClassVar[str] = ""  # its URLs' scheme, for messages
@@ -103,12 +116,3 @@ class Target:
         there is one: ``envmgr env --sh`` reads a secret from it when the exports are evaluated,
         so the value is never printed."""
         return None
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 from envmgr.targets import inflight
 from envmgr.targets.base import CommandResult, Target, checked_argv
-from envmgr.targets.docker_engine import (DAEMON_HINT, connect, is_timeout, kill_container, remove_container,
+from envmgr.targets.docker_engine import (DAEMON_HINT, LazyClient, is_timeout, kill_container, remove_container,
                                           remove_container_quietly, translated)
 from envmgr.targets.urls import parse_docker_url
 
@@ -38,7 +38,7 @@ class ContainerTarget(Target):
 
     def __init__(self, url: str) -> None:
         self._image = parse_docker_url(url).image
-        self._api: APIClient | None = None
+        self._engine = LazyClient()
         self._gpu_runtime: bool | None = None
 
     @property
@@ -92,9 +92,7 @@ class ContainerTarget(Target):
         return DockerService(api, container, f"{args[0]} in {image} (container {container[:12]})")
 
     def close(self) -> None:
-        if self._api is not None:
-            self._api.close()
-            self._api = None
+        self._engine.close()
 
     def environment(self) -> dict[str, str]:
         """The image's own ENV (the spec's env, CUDA_HOME and PATH, as the Dockerfile set them)."""
@@ -150,9 +148,7 @@ class ContainerTarget(Target):
     # --- the client -------------------------------------------------------------------
 
     def _client(self) -> APIClient:
-        if self._api is None:
-            self._api = connect()
-        return self._api
+        return self._engine.get()
 
     def _require_image(self) -> str:
         if self._image is None:

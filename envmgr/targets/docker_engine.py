@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envmgr.errors import BackendError
 
@@ -37,37 +37,87 @@ def connect(timeout: int = API_TIMEOUT_S) -> APIClient:
     return api
 
 
-def image_size(ref: str) -> int | None:
-    """The image's size in bytes; None when it is not there or the engine cannot be asked."""
+class LazyClient:
+    """One client for its owner (a container target, the image builder): connected on first
+    use, so that opening a target or listing steps never needs the daemon; closed with it."""
+
+    def __init__(self) -> None:
+        self._api: APIClient | None = None
+
+    def get(self) -> APIClient:
+        if self._api is None:
+            self._api = connect()
+        return self._api
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+
+
+def inspect_image(api: APIClient, ref: str) -> dict[str, Any] | None:
+    """The engine's record of an image; None when it has no such image."""
     from docker.errors import ImageNotFound
 
     try:
-        api = connect(timeout=10)
-    except BackendError:
-        return None
-    try:
         with translated(f"looking up image {ref}", passthrough=(ImageNotFound,)):
-            return int(api.inspect_image(ref).get("Size") or 0)
-    except (ImageNotFound, BackendError):
+            return dict(api.inspect_image(ref))
+    except ImageNotFound:
         return None
+
+
+@contextmanager
+def engine_if_reachable(timeout: int = 10) -> Iterator[APIClient | None]:
+    """A client for a quick question, or None when no engine (or no SDK) answers: for callers
+    that then cannot tell, rather than fail (gc, rollback's check of an image)."""
+    try:
+        api = connect(timeout=timeout)
+    except BackendError:
+        yield None
+        return
+    try:
+        yield api
     finally:
         api.close()
+
+
+def image_size(ref: str) -> int | None:
+    """The image's size in bytes; None when it is not there or the engine cannot be asked."""
+    found = _lookup(ref)
+    return int(found.get("Size") or 0) if isinstance(found, dict) else None
+
+
+def image_exists(ref: str) -> bool | None:
+    """Whether the engine has the image; None when that cannot be told (no daemon, no SDK)."""
+    found = _lookup(ref)
+    return None if found is _UNKNOWN else found is not None
+
+
+_UNKNOWN = object()
+
+
+def _lookup(ref: str) -> dict[str, Any] | None | object:
+    """The image's record, None when missing, _UNKNOWN when the engine could not be asked."""
+    with engine_if_reachable() as api:
+        if api is None:
+            return _UNKNOWN
+        try:
+            return inspect_image(api, ref)
+        except BackendError:
+            return _UNKNOWN
 
 
 def dangling_images(label: str) -> list[tuple[str, int]]:
     """``(id, size)`` of the untagged images with ``label`` (``key=value``); none without an engine."""
-    try:
-        api = connect(timeout=10)
-    except BackendError:
-        return []
-    try:
-        with translated("listing dangling images"):
-            images = api.images(filters={"dangling": True, "label": label})
+    with engine_if_reachable() as api:
+        if api is None:
+            return []
+        try:
+            with translated("listing dangling images"):
+                images = api.images(filters={"dangling": True, "label": label})
+        except BackendError:
+            return []
         return [(str(i["Id"]), int(i.get("Size") or 0)) for i in images]
-    except BackendError:
-        return []
-    finally:
-        api.close()
 
 
 def remove_image(ref: str) -> bool:
@@ -85,26 +135,6 @@ def remove_image(ref: str) -> bool:
         if exc.status_code == 409:  # conflict: used by a container, or by a tagged child
             return False
         raise BackendError(f"removing image {ref}: {explain(exc)}") from exc
-    finally:
-        api.close()
-
-
-def image_exists(ref: str) -> bool | None:
-    """Whether the engine has the image; None when that cannot be told (no daemon, no SDK)."""
-    try:
-        api = connect(timeout=10)
-    except BackendError:
-        return None
-    from docker.errors import ImageNotFound
-
-    try:
-        with translated(f"looking up image {ref}", passthrough=(ImageNotFound,)):
-            api.inspect_image(ref)
-        return True
-    except ImageNotFound:
-        return False
-    except BackendError:
-        return None
     finally:
         api.close()
 
