@@ -19,7 +19,7 @@ import yaml
 from envmgr import __version__, failpoints
 from envmgr.builders.base import Build, Step, execute
 from envmgr.drift import Drift, compare
-from envmgr.errors import UsageError
+from envmgr.errors import EnvmgrError, UsageError
 from envmgr.plan import Action, State, plan, split_for_builder, state_from_facts, state_from_spec
 from envmgr.secrets import Redactor
 from envmgr.spec.load import LoadedSpec
@@ -59,7 +59,23 @@ def generation_state(gen: Generation, target: Target) -> tuple[Drift, str | None
     facts = collect_facts(target, python=target.interpreter)
     if facts.python is None:
         return compare(gen.lock, {}), facts.missing.get("python", "its interpreter cannot be run")
-    return compare(gen.lock, facts.python.packages), None
+    return compare(gen.lock, facts.python.packages, base_packages(gen.lock, target)), None
+
+
+def base_packages(lock: str, target: Target) -> dict[str, str]:
+    """What the base interpreter of an environment that inherits offers (its packages show
+    through the environment's own); empty when nothing is inherited or the base cannot run
+    (then the inherited packages show as missing or changed, and the base's others as extra)."""
+    from envmgr.inherit import read_interpreter
+    from envmgr.lock import inherited_python
+
+    base = inherited_python(lock)
+    if base is None:
+        return {}
+    try:
+        return {name: d.version for name, d in read_interpreter(base, target).distributions.items()}
+    except EnvmgrError:
+        return {}
 
 
 def baseline_of(previous: Generation | None) -> State:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from envmgr.lock import locked_versions
+from envmgr.lock import inherited_versions, locked_versions
 
 # Installed by venv/image creation itself, not by the lock: never drift.
 BOOTSTRAP_PACKAGES = frozenset({"pip", "setuptools", "wheel"})
@@ -30,11 +31,14 @@ class Drift:
                 "missing": self.missing, "extra": self.extra}
 
 
-def compare(lock: str, installed: dict[str, str]) -> Drift:
-    locked = locked_versions(lock)
+def compare(lock: str, installed: Mapping[str, str], provided: Mapping[str, str] | None = None) -> Drift:
+    """Installed vs locked. A lock's inherited packages must be there at their recorded
+    versions; what the base interpreter ``provided`` (its packages show through) is not extra."""
+    locked = {**inherited_versions(lock), **locked_versions(lock)}
+    base = provided or {}
     present = {k: v for k, v in installed.items() if k not in BOOTSTRAP_PACKAGES}
     return Drift(
         changed={n: (v, present[n]) for n, v in locked.items() if n in present and present[n] != v},
         missing={n: v for n, v in locked.items() if n not in present},
-        extra={n: v for n, v in present.items() if n not in locked},
+        extra={n: v for n, v in present.items() if n not in locked and base.get(n) != v},
     )

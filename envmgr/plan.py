@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # facts pull in their collectors; validate needs only the typ
 KIND_ORDER = (
     "driver.install", "driver.upgrade", "driver.downgrade", "driver.change",
     "toolkit.add", "toolkit.select", "python.create",
-    "package.remove", "package.install", "package.upgrade", "package.downgrade",
+    "package.remove", "package.inherit", "package.install", "package.upgrade", "package.downgrade",
     "package.change", "package.rebuild", "env.set", "env.change", "env.unset",
 )
 
@@ -196,10 +196,18 @@ def _python(current: State, spec: Spec) -> list[Action]:
 def _packages(current: State, spec: Spec) -> list[Action]:
     want = spec.python.canonical_packages
     reasons = _pin_reasons(spec)
+    inherited = spec.python.inherited
+    base = spec.python.inherit.python if spec.python.inherit and spec.python.inherit.python else "the base interpreter"
     actions = []
     for name, specifier in want.items():
         have = current.packages.get(name)
         reason = reasons.get(name, "")
+        if name in inherited:
+            if have is None or not _satisfied(have, specifier, current.managed):
+                actions.append(Action("package.inherit", name, have, specifier,
+                                      f"kept from {base} (python.inherit): its version is checked "
+                                      "before the build, nothing is installed"))
+            continue
         if have is None:
             actions.append(Action("package.install", name, None, specifier, reason or "new in the spec"))
         elif not _satisfied(have, specifier, current.managed):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envmgr.errors import BackendError
-from envmgr.lock import clean_lock, index_args, resolve
+from envmgr.lock import clean_lock, resolve, source_args
 from envmgr.progress import Progress, prefixed
 from envmgr.spec.models import Spec
 from envmgr.targets.process import stream
@@ -36,7 +36,7 @@ def download_wheelhouse(spec: Spec, lock: Path, wheelhouse: Path, on_line: Calla
             "--progress-bar", "off", "--require-hashes", "--no-deps", "--only-binary=:all:",
             "--python-version", spec.python.version, "--implementation", "cp", "--abi", abi,
             *[arg for platform in WHEEL_PLATFORMS for arg in ("--platform", platform)],
-            *index_args(spec), "--dest", str(wheelhouse), "-r", str(lock)]
+            *source_args(spec, "pip"), "--dest", str(wheelhouse), "-r", str(lock)]
     result = stream(argv, on_line)
     if result.returncode != 0:
         tail = " | ".join(result.stdout.strip().splitlines()[-5:])

@@ -9,13 +9,15 @@ inventory); a step does its work only when executed, into ``Build.workdir``.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from envmgr import failpoints
-from envmgr.lock import resolve
+from envmgr.inherit import Interpreter, closure, lock_lines
+from envmgr.lock import lock_sources, resolve
 from envmgr.progress import prefixed
 from envmgr.targets.base import Closing
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from envmgr.plan import Action
     from envmgr.progress import Progress
     from envmgr.spec.load import LoadedSpec
+    from envmgr.spec.models import Spec
 
 
 @dataclass(frozen=True)
@@ -85,18 +88,59 @@ def execute(steps: Sequence[Step], build: Build) -> Realized:
     return build.realized
 
 
-def resolve_step(loaded: LoadedSpec) -> Step:
+def resolve_step(loaded: LoadedSpec, base: Callable[[], Interpreter] | None = None) -> Step:
     """Resolve the spec's pins into a hashed lock (uv) in the generation: the first step of the
-    venv and image builders (a fleet's lock comes with its wheels, envmgr.wheelhouse)."""
+    venv and image builders (a fleet's lock comes with its wheels, envmgr.wheelhouse).
+    ``base`` reads the interpreter that ``python.inherit`` keeps packages from."""
     spec = loaded.spec
-    return Step("resolve", f"resolve {len(spec.python.packages)} package pins for Python "
-                           f"{spec.python.version} into a hashed lock (uv)", _resolve)
+    count = len(spec.python.installed_packages)
+    return Step("resolve", f"resolve {count} package pins for Python {spec.python.version} into a hashed "
+                           f"lock (uv{', no dependencies' if spec.python.no_deps else ''}) from "
+                           f"{sources_summary(spec)}{inherited_summary(spec)}",
+                lambda build: _resolve(build, base))
 
 
-def _resolve(build: Build) -> None:
+def sources_summary(spec: Spec) -> str:
+    """Where the wheels come from, as plan shows it: ``find-links /srv/wheels (offline)``."""
+    sources = spec.python.sources
+    parts = [f"find-links {d}" for d in sources.find_links]
+    if sources.offline:
+        return ", ".join(parts) + " (offline)"
+    indexes = [sources.index_url or "PyPI", *sources.extra_index_urls]
+    torch = spec.python.torch_index_url
+    if torch and "torch" in spec.python.installed_packages:
+        indexes.append(torch)
+    return ", ".join(parts + indexes)
+
+
+def inherited_summary(spec: Spec) -> str:
+    inherited = spec.python.inherited
+    if spec.python.inherit is None:
+        return ""
+    base = spec.python.inherit.python or "the venv's interpreter"
+    kept = ", ".join(f"{name} =={version}" for name, version in inherited.items())
+    return (f"; inherited from {base}: {kept} (with what they need there; never installed)" if kept
+            else f"; the packages of {base} visible after the environment's own")
+
+
+def _resolve(build: Build, base: Callable[[], Interpreter] | None) -> None:
     spec = build.loaded.spec
     failpoints.reach("resolve")
-    build.lock = resolve(spec, build.workdir, spec.python.version, prefixed(build.progress, "uv"))
+    excludes: list[str] = []
+    recorded: list[str] = []
+    if spec.python.inherit is not None and base is not None:
+        interpreter = base()
+        kept = closure(interpreter, spec.python.inherited)
+        excludes, recorded = sorted(kept), lock_lines(interpreter, kept)
+        if kept:
+            build.progress(f"inherited from {interpreter.executable}: {len(spec.python.inherited)} package(s) "
+                           f"and {len(kept) - len(spec.python.inherited)} they need there, left out of the lock")
+    build.lock = resolve(spec, build.workdir, spec.python.version, prefixed(build.progress, "uv"),
+                         excludes=excludes, inherited=recorded)
+    counts = Counter(lock_sources(build.lock).values())
+    if counts:
+        build.progress("lock: " + ", ".join(f"{n} {where}" if where.startswith("inherited") else f"{n} from {where}"
+                                            for where, n in sorted(counts.items())))
     failpoints.reach("resolved")
 
 
@@ -104,6 +148,8 @@ def package_changes(actions: Sequence[Action], limit: int = 4) -> str:
     """``+sglang-kernel ==0.4.4, -sgl-kernel, torch ==2.9.1 -> ==2.10.0 (+3 more)``: a plan's packages."""
     changes = []
     for a in actions:
+        if a.kind == "package.inherit":
+            continue  # nothing installed: the base interpreter's
         if a.kind == "package.install":
             changes.append(f"+{a.target} {a.after}")
         elif a.kind == "package.remove":

@@ -25,7 +25,7 @@ from typing import Any
 
 import jinja2
 
-from envmgr.lock import index_args
+from envmgr.lock import source_args
 from envmgr.secrets import secret_names
 from envmgr.spec import models
 from envmgr.spec.models import Spec
@@ -164,7 +164,7 @@ def install_argv(spec: Spec, lock_path: PurePosixPath, wheelhouse: bool) -> list
     if wheelhouse:
         argv += ["--no-index", "--find-links", str(WHEELHOUSE)]
     else:
-        argv += index_args(spec)
+        argv += source_args(spec, "pip", local=False)  # find-links wheels come in the wheelhouse
     return [*argv, "-r", str(lock_path)]
 
 

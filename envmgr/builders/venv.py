@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from envmgr import failpoints
 from envmgr.builders.base import Build, Builder, Realized, Step, package_changes, resolve_step
 from envmgr.errors import BackendError
-from envmgr.lock import uv_binary
+from envmgr.inherit import PTH_NAME, closure, pin_problems, pth_text, read_interpreter, unmet_by_inherited
+from envmgr.lock import source_args, uv_binary
 from envmgr.progress import prefixed
 from envmgr.state import write_atomic
 from envmgr.targets.base import CommandResult
@@ -48,19 +49,44 @@ class VenvBuilder(Builder):
         root = self.root or spec.realize.venv.path
         where = f"{root}/generation-N" if root else "the generation's venv/"
         env_changes = [a for a in actions if a.kind.startswith("env.") or a.kind.startswith("toolkit.")]
+        inherit = spec.python.inherit
         return [
-            resolve_step(loaded),
-            Step("venv", f"create a Python {spec.python.version} venv at {where} ({self.installer})",
+            resolve_step(loaded, base=lambda: read_interpreter(self._base_python(spec))),
+            Step("venv", f"create a Python {spec.python.version} venv at {where} ({self.installer})"
+                         + (f" from {inherit.python}" if inherit and inherit.python else ""),
                  lambda build: self._create(build, root)),
-            Step("install", f"install the lock with {self.installer}, hashes required: "
-                            f"{package_changes(actions)}", self._install),
+            Step("install", f"install the lock with {self.installer}, hashes required"
+                            + (", offline" if spec.python.sources.offline else "")
+                            + f": {package_changes(actions)}", self._install),
             Step("env", f"record the environment: {len(spec.env)} variable(s) from the spec"
                         + (", CUDA_HOME/PATH of the pip toolkit" if _has_pip_toolkit(spec) else "")
-                        + (f" ({len(env_changes)} change(s))" if env_changes else ""), self._record),
+                        + (f" ({len(env_changes)} change(s))" if env_changes else "")
+                        + ("; the base's packages visible after the venv's own, inherited ones checked"
+                           if inherit else ""), self._record),
         ]
 
     def preflight(self, loaded: LoadedSpec) -> None:
-        find_interpreter(loaded.spec.python.version)
+        spec = loaded.spec
+        python = self._base_python(spec)
+        if spec.python.inherit is not None:
+            problems = pin_problems(read_interpreter(python), spec)
+            if problems:
+                raise BackendError("python.inherit: the base interpreter cannot give what the spec pins: "
+                                   + "; ".join(problems),
+                                   hint="pin the versions the base has (envmgr facts --python BASE lists "
+                                        "them), or install them there, or stop inheriting them")
+
+    def _base_python(self, spec: Spec) -> str:
+        """The interpreter the venv is made from: ``python.inherit.python`` when named (it must be
+        the spec's Python), else one of the spec's version on this host."""
+        inherit = spec.python.inherit
+        if inherit is not None and inherit.python:
+            if not _reports_version(inherit.python, spec.python.version):
+                raise BackendError(f"python.inherit.python: {inherit.python} does not run as Python "
+                                   f"{spec.python.version}",
+                                   hint="name the base interpreter by its path, of the spec's python.version")
+            return inherit.python
+        return find_interpreter(spec.python.version)
 
     # --- the steps ------------------------------------------------------------------------
 
@@ -68,7 +94,7 @@ class VenvBuilder(Builder):
         venv = Path(root) / f"generation-{build.workdir.name}" if root else build.workdir / "venv"
         if venv.exists():  # another home's generation N, or a leftover: never built over
             raise BackendError(f"{venv} already exists", hint="remove it, or give realize.venv.path another folder")
-        python = find_interpreter(build.loaded.spec.python.version)
+        python = self._base_python(build.loaded.spec)
         build.progress(f"creating the venv at {venv} from {python}")
         if self.installer == "uv":
             argv = [uv_binary(), "venv", "--quiet", "--python", python, str(venv)]
@@ -83,10 +109,13 @@ class VenvBuilder(Builder):
         venv = Path(_realized(build).location)
         python = str(venv / "bin" / "python")
         lock = build.workdir / "lock.txt"  # written by uv when the lock was resolved
+        spec = build.loaded.spec
         if self.installer == "uv":
-            argv = [uv_binary(), "pip", "sync", "--require-hashes", "--python", python, str(lock)]
+            argv = [uv_binary(), "pip", "sync", "--require-hashes", "--python", python,
+                    *source_args(spec, "uv"), str(lock)]
         else:
-            argv = [python, "-m", "pip", "install", "--no-input", "--require-hashes", "--no-deps", "-r", str(lock)]
+            argv = [python, "-m", "pip", "install", "--no-input", "--require-hashes", "--no-deps",
+                    *source_args(spec, "pip"), "-r", str(lock)]
         log = prefixed(build.progress, self.installer)
 
         def on_line(line: str) -> None:
@@ -98,9 +127,31 @@ class VenvBuilder(Builder):
 
     def _record(self, build: Build) -> None:
         venv = Path(_realized(build).location)
-        extra = toolkit_environment(build.loaded.spec, venv)
+        spec = build.loaded.spec
+        if spec.python.inherit is not None:
+            # Only after the install: the installer never sees (so never removes) the base's packages.
+            self._inherit(build, venv)
+        extra = toolkit_environment(spec, venv)
         # 0600: it is where the environment's secrets live (envmgr.secrets), for run and start
         write_atomic(venv / ENV_FILE, json.dumps(extra, indent=2, sort_keys=True), mode=0o600)
+
+    def _inherit(self, build: Build, venv: Path) -> None:
+        spec = build.loaded.spec
+        base = read_interpreter(self._base_python(spec))
+        problems = pin_problems(base, spec)  # the base may have changed since the preflight
+        own = read_interpreter(str(venv / "bin" / "python"))
+        site = next((s for s in own.sites if Path(s).is_relative_to(venv)), None)
+        if site is None:
+            raise BackendError(f"the venv {venv} reports no site-packages of its own")
+        write_atomic(Path(site) / PTH_NAME, pth_text(base.sites))
+        kept = closure(base, spec.python.inherited)
+        problems += unmet_by_inherited(read_interpreter(str(venv / "bin" / "python")), kept)
+        if problems:
+            raise BackendError("the inherited packages do not fit the environment: " + "; ".join(problems),
+                               hint="pin the versions the base interpreter has, or stop inheriting them")
+        build.progress(f"inherited from {base.executable}: "
+                       + (", ".join(f"{n} {d.version}" for n, d in sorted(kept.items()) if n in spec.python.inherited)
+                          or "its packages") + f" (sites: {', '.join(base.sites)})")
 
 
 def _realized(build: Build) -> Realized:

@@ -16,6 +16,7 @@ import datetime
 import difflib
 import hashlib
 import json
+import os
 import re
 import types
 import typing
@@ -58,8 +59,22 @@ def load_spec(path: str | Path) -> LoadedSpec:
     """Load, merge and validate a spec file, or raise ``SpecError`` listing every problem."""
     path = Path(path)
     source, chain = _merged_source(path, ())
-    spec = validate(source)
+    spec = _with_absolute_paths(validate(source), source)
     return LoadedSpec(spec, path, tuple(chain), source)
+
+
+def _with_absolute_paths(spec: Spec, source: Source) -> Spec:
+    """A relative wheel directory is relative to the spec file that names it (as ``extends:``
+    is), made absolute here so that every step, record and plan reads the same directory."""
+    links = spec.python.sources.find_links
+    if not links:
+        return spec
+    absolute = []
+    for index, link in enumerate(links):
+        file, _ = source.locate(("python", "sources", "find_links", index))
+        absolute.append(os.path.abspath(Path(file).parent / Path(link).expanduser()))
+    sources = spec.python.sources.model_copy(update={"find_links": absolute})
+    return spec.model_copy(update={"python": spec.python.model_copy(update={"sources": sources})})
 
 
 def validate(source: Source) -> Spec:

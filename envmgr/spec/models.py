@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Literal, Union
+from urllib.parse import urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from envmgr.versions import exact_pin
 
 API_VERSION = "envmgr/v1"
 
@@ -175,6 +178,61 @@ class Cuda(Model):
         return next(t for t in self.toolkits if t.version == wanted)
 
 
+def _check_index_url(value: str) -> str:
+    """An index URL is recorded in the generation, shown in plans and written into a
+    Dockerfile: no credentials (they would show there) and nothing a shell or a builder reads."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{value!r} is not an http(s) URL with a host (like https://pypi.example/simple)")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("credentials in an index URL would be recorded in the generation and shown in "
+                         "plans: give them to uv and pip outside the spec (UV_INDEX_URL / PIP_INDEX_URL "
+                         "in the environment of envmgr, or ~/.netrc)")
+    bad = sorted({c for c in value if c in _URL_UNSAFE or ord(c) < 33 or ord(c) > 126})
+    if bad:
+        raise ValueError(f"{value!r}: the characters {bad} are not allowed in an index URL "
+                         "(write them percent-encoded, e.g. %24 for $)")
+    return value
+
+
+# '$' is substituted by Docker's builder and shells; quotes, backslashes and backticks are
+# shell syntax: none belongs in an index URL written unencoded.
+_URL_UNSAFE = frozenset("$`\\\"'<>{}|^")
+
+IndexUrl = Annotated[str, AfterValidator(_check_index_url)]
+
+
+class WheelSources(Model):
+    find_links: list[Annotated[str, AfterValidator(_check_argv_text), StringConstraints(min_length=1)]] = Field(
+        default_factory=list, max_length=16,
+        description="Local directories of wheels, searched before any index (relative to the spec file "
+                    "that names them)")
+    index_url: IndexUrl | None = Field(
+        None, description="The index that replaces PyPI, e.g. an internal mirror (no credentials in it)")
+    extra_index_urls: list[IndexUrl] = Field(default_factory=list, max_length=16,
+                                             description="Indexes searched beside the main one")
+    offline: bool = Field(False, description="Reach no network: resolve and install from find_links only")
+
+    @model_validator(mode="after")
+    def _offline_has_wheels(self) -> "WheelSources":
+        if self.offline and (self.index_url or self.extra_index_urls):
+            raise ValueError("offline: an offline install reaches no index; remove index_url and "
+                             "extra_index_urls, or set offline: false")
+        if self.offline and not self.find_links:
+            raise ValueError("offline: an offline install needs find_links: the directories its wheels are in")
+        return self
+
+
+class Inherit(Model):
+    python: AbsolutePath = Field(
+        "", description="The base interpreter whose packages the environment sees (default: the "
+                        "interpreter the venv is made from; in an image, the base image's python3)")
+    packages: list[PackageName] = Field(
+        default_factory=list, max_length=MAX_PACKAGES,
+        description="Kept from the base at python.packages' exact pins, with what they depend on "
+                    "there: checked before the build, never downloaded or installed")
+
+
 class Python(Model):
     version: Annotated[str, StringConstraints(pattern=r"^3\.[0-9]{1,2}$")] = Field(
         "3.12", description="Interpreter version, e.g. '3.12'"
@@ -182,12 +240,43 @@ class Python(Model):
     torch_cuda: Annotated[str, StringConstraints(pattern=CUDA_TAG_RE)] | None = Field(
         None, description="The torch CUDA tag, e.g. cu128 or cu130"
     )
-    index_url: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")] | None = Field(
+    index_url: IndexUrl | None = Field(
         None, description="Extra index for torch wheels (default: the PyTorch index of torch_cuda)"
     )
     packages: dict[PackageName, Specifier] = Field(
         default_factory=dict, max_length=MAX_PACKAGES, description="name: exact pin ('2.9.1') or PEP 440 specifier"
     )
+    sources: WheelSources = Field(WheelSources(), description="Where wheels come from (default: PyPI)")
+    inherit: Inherit | None = Field(
+        None, description="Packages kept from a base interpreter (an NGC image's torch) instead of installed")
+    no_deps: bool = Field(False, description="The lock is exactly python.packages: no dependency is "
+                                             "resolved (a curated wheel directory, inherited packages)")
+
+    @model_validator(mode="after")
+    def _inherited_are_pinned(self) -> "Python":
+        pins = self.canonical_packages
+        for name in self.inherit.packages if self.inherit else ():
+            pin = pins.get(canonical_name(name))
+            if pin is None:
+                raise ValueError(f"inherit.packages: {name} is not in python.packages: pin the version the "
+                                 f"base must have (python.packages.{name}: \"X.Y.Z\")")
+            if exact_pin(pin) is None:
+                raise ValueError(f"inherit.packages: {name} is pinned {pin!r}: an inherited package needs an "
+                                 "exact pin (==X.Y.Z), the version the base interpreter must have")
+        return self
+
+    @property
+    def inherited(self) -> dict[str, str]:
+        """``{canonical name: exact version}`` of the packages kept from the base interpreter."""
+        pins = self.canonical_packages
+        return {canonical_name(n): exact_pin(pins[canonical_name(n)]) or ""
+                for n in (self.inherit.packages if self.inherit else ())}
+
+    @property
+    def installed_packages(self) -> dict[str, str]:
+        """The pins the environment installs itself: every package but the inherited ones."""
+        inherited = self.inherited
+        return {name: spec for name, spec in self.packages.items() if canonical_name(name) not in inherited}
 
     @property
     def canonical_packages(self) -> dict[str, str]:
@@ -196,6 +285,8 @@ class Python(Model):
 
     @property
     def torch_index_url(self) -> str | None:
+        if "torch" in self.inherited or self.sources.offline:
+            return None  # nothing of torch is downloaded
         if self.index_url:
             return self.index_url
         return f"https://download.pytorch.org/whl/{self.torch_cuda}" if self.torch_cuda else None
@@ -301,3 +392,4 @@ class Spec(Model):
 def canonical_name(package: str) -> str:
     """PEP 503 normalised name without extras: ``Flashinfer_Python[x]`` -> ``flashinfer-python``."""
     return re.sub(r"[-_.]+", "-", package.split("[", 1)[0]).lower()
+

@@ -12,6 +12,8 @@ Check ids (stable; the pytest plugin uses them as test ids):
 
     python:version      major.minor of ``PYTHON -V`` equals ``python.version``
     package:NAME        installed version satisfies the spec's specifier (and equals the lock)
+    inherited:NAME      a ``python.inherit`` package comes from the base interpreter's site-packages,
+                        not the environment's own (nothing shadows it)
     nvcc:version        the nvcc FlashInfer's JIT would use (FLASHINFER_NVCC, CUDA_HOME, CUDA_PATH,
                         PATH, /usr/local/cuda; else the wheel for pip toolkits) is release X.Y
     env:NAME            the variable has the spec's value in the target's environment
@@ -34,7 +36,7 @@ from envmgr.spec.models import Spec, canonical_name
 if TYPE_CHECKING:  # testinfra is imported only by the code that connects (run.py, plugin.py)
     from testinfra.host import Host
 
-CheckKind = Literal["python", "package", "nvcc", "env", "cuda-link"]
+CheckKind = Literal["python", "package", "inherited", "nvcc", "env", "cuda-link"]
 
 CUDA_LINK = "/usr/local/cuda"
 TAIL_CHARS = 200  # how much of a failing command's stderr a message quotes
@@ -50,6 +52,19 @@ for dist in metadata.distributions():
     name = dist.metadata["Name"] or ""
     if re.sub(r"[-_.]+", "-", name).lower() == wanted:
         print(dist.version)
+        break
+"""
+
+# $1 = package name, canonical. Prints "LOCATION<TAB>PREFIX": where the first distribution of
+# that name on sys.path lives and the interpreter's own prefix; nothing if absent.
+PACKAGE_LOCATION_SCRIPT = r"""
+import sys
+sys.path[:] = [p for p in sys.path if p]
+import importlib.metadata as metadata, os, re
+wanted = sys.argv[1]
+for dist in metadata.distributions():
+    if re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower() == wanted:
+        print(os.path.realpath(str(dist.locate_file(""))) + "\t" + os.path.realpath(sys.prefix))
         break
 """
 
@@ -135,6 +150,10 @@ def package_checks(spec: Spec, lock: str | None, python: str) -> list[Check]:
                             title=f"{name} {expected} installed for {python}",
                             expected=expected, subject=name, want=specifier, locked=pin,
                             python=python))
+    for name in sorted(spec.python.inherited):
+        checks.append(Check(id=f"inherited:{name}", kind="inherited",
+                            title=f"{name} comes from the base interpreter, not {python}'s own site",
+                            expected="outside the environment", subject=name, want="", python=python))
     return checks
 
 
@@ -252,6 +271,17 @@ def observe_package(check: Check, host: Host) -> Observation:
     return package_matches(installed, check.want, check.locked), installed
 
 
+def observe_inherited(check: Check, host: Host) -> Observation:
+    out = host.run("%s -c %s %s", check.python, PACKAGE_LOCATION_SCRIPT, check.subject)
+    if out.rc != 0:
+        return False, f"{check.python} not runnable ({_tail(out)})"
+    location, _, prefix = out.stdout.strip().partition("\t")
+    if not location:
+        return False, "not installed"
+    inside = location == prefix or location.startswith(prefix.rstrip("/") + "/")
+    return not inside, f"{'shadowed by the environment' if inside else 'from'} {location}"
+
+
 def package_matches(installed: str, specifier: str, locked: str | None) -> bool:
     """The specifier allows ``installed`` (pre-releases included: it is what is there),
     and it is exactly the locked version when there is a lock."""
@@ -313,6 +343,7 @@ def _tail(out: Any) -> str:
 _OBSERVERS: dict[str, Callable[[Check, Host], Observation]] = {
     "python": observe_python,
     "package": observe_package,
+    "inherited": observe_inherited,
     "nvcc": observe_nvcc,
     "env": observe_env,
     "cuda-link": observe_cuda_link,
