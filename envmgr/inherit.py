@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envmgr.errors import BackendError
@@ -198,11 +198,13 @@ def pin_problems(base: Interpreter, spec: Spec) -> list[str]:
     return problems
 
 
-def _same_version(a: str, b: str) -> bool:
+def _same_version(installed: str, pin: str) -> bool:
+    """``==pin`` as PEP 440 reads it: ``2.11.0+cu130`` is ``==2.11.0`` (a pin without a local
+    label ignores the installed one's)."""
     try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
+        return SpecifierSet(f"=={pin}").contains(Version(installed), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return installed == pin
 
 
 def unmet_by_inherited(environment: Interpreter, inherited: Mapping[str, Distribution]) -> list[str]:

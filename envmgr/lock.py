@@ -8,12 +8,18 @@ validated requirement lines in a file and as argv elements, never through a shel
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from envmgr.targets.process import stream
 from envmgr.errors import BackendError, SpecError, SpecProblem
@@ -72,8 +78,11 @@ def uv_binary() -> str:
 
 
 def resolve(spec: Spec, workdir: Path, python_version: str, on_line: Callable[[str], None],
-            timeout: float = 1800.0, excludes: Iterable[str] = (), inherited: Iterable[str] = ()) -> str:
-    """Resolve the spec's packages for ``python_version`` (Linux x86_64) into lock text.
+            timeout: float = 1800.0, excludes: Iterable[str] = (), inherited: Iterable[str] = (),
+            python: str | None = None) -> str:
+    """Resolve the spec's packages for ``python_version`` (Linux x86_64, manylinux_2_28: what an
+    image or a fleet host runs) into lock text; or, given ``python``, for that interpreter's
+    own version and platform (a venv on this host: a manylinux_2_34 wheel is fine there).
 
     ``excludes``: names left out of the resolution altogether, with what only they need (the
     packages inherited from a base interpreter); ``inherited``: the lock's comment lines that
@@ -83,8 +92,9 @@ def resolve(spec: Spec, workdir: Path, python_version: str, on_line: Callable[[s
     wanted.write_text("\n".join(requirement_lines(spec)) + "\n", encoding="utf-8")
     out = workdir / "lock.txt"
     argv = [uv_binary(), "pip", "compile", "--quiet", str(wanted), "--generate-hashes", "--no-header", "--no-annotate",
-            "--emit-index-annotation", "--python-version", python_version,
-            "--python-platform", "x86_64-manylinux_2_28", "--output-file", str(out), *source_args(spec, "uv")]
+            "--emit-index-annotation", *(["--python", python] if python else [
+                "--python-version", python_version, "--python-platform", "x86_64-manylinux_2_28"]),
+            "--output-file", str(out), *source_args(spec, "uv")]
     excluded = sorted(set(excludes))
     if excluded:
         (workdir / "excludes.txt").write_text("\n".join(excluded) + "\n", encoding="utf-8")
@@ -95,12 +105,92 @@ def resolve(spec: Spec, workdir: Path, python_version: str, on_line: Callable[[s
     if result.returncode != 0:
         raise BackendError(f"resolving the packages failed: {_last_lines(result.stdout)}",
                            hint=_resolve_hint(spec))
+    text = hash_local_wheels(out.read_text(encoding="utf-8"), spec.python.sources.find_links)
     recorded = list(inherited)
-    text = out.read_text(encoding="utf-8")
     if recorded:
         text = "\n".join(recorded) + "\n" + text
-        out.write_text(text, encoding="utf-8")
+    out.write_text(text, encoding="utf-8")
     return text
+
+
+def hash_local_wheels(lock: str, find_links: Iterable[str]) -> str:
+    """Give every package uv took from a find-links directory without a hash (uv hashes none
+    with ``--no-deps`` and only the selected file otherwise: astral-sh/uv#10308) the sha256 of
+    each wheel of that name and version there, so that ``--require-hashes`` installs it and
+    nothing else. Only the spec's own directories are read."""
+    allowed = {os.path.realpath(d) for d in find_links}
+    out: list[str] = []
+    for entry in _entries(lock):
+        origin = next((c[len("# from "):] for c in entry.comments if c.startswith("# from ")), "")
+        if entry.name and not entry.hashes and origin.startswith("file://"):
+            directory = os.path.realpath(unquote(urlsplit(origin).path))
+            if directory in allowed:
+                entry.hashes.extend(f"sha256:{_file_sha256(w)}"
+                                    for w in _wheels_of(Path(directory), entry.name, entry.version))
+        out.extend(entry.lines())
+    return "\n".join(out) + "\n"
+
+
+@dataclass
+class _Entry:
+    """One requirement of a lock with its hashes and annotations; or, without a name, a line
+    that stands alone (a top-level comment)."""
+
+    name: str
+    version: str
+    requirement: str
+    hashes: list[str] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        if not self.name:
+            return self.comments
+        out = [self.requirement + (" \\" if self.hashes else "")]
+        out += [f"    --hash={h}" + (" \\" if i < len(self.hashes) - 1 else "") for i, h in enumerate(self.hashes)]
+        return out + [f"    {c}" for c in self.comments]
+
+
+def _entries(lock: str) -> list[_Entry]:
+    entries: list[_Entry] = []
+    for raw in lock.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        current = entries[-1] if entries and entries[-1].name else None
+        hashed = re.fullmatch(r"--hash=(\S+?)\s*\\?", line)
+        if hashed and current:
+            current.hashes.append(hashed.group(1))
+            continue
+        if line.startswith("#") and current and raw[:1].isspace():  # uv indents a package's annotations
+            current.comments.append(line)
+            continue
+        requirement = line.rstrip("\\").strip()
+        m = _PACKAGE_LINE.match(requirement)
+        entries.append(_Entry(m.group(1), m.group(2), requirement) if m else _Entry("", "", "", comments=[line]))
+    return entries
+
+
+_PACKAGE_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
+
+
+def _wheels_of(directory: Path, name: str, version: str) -> list[Path]:
+    found = []
+    for wheel in sorted(directory.glob("*.whl")):
+        try:
+            wheel_name, wheel_version, _, _ = parse_wheel_filename(wheel.name)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if wheel_name == canonical_name(name) and wheel_version == Version(version):
+            found.append(wheel)
+    return found
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _resolve_hint(spec: Spec) -> str:

@@ -19,6 +19,7 @@ from envmgr import failpoints
 from envmgr.inherit import Interpreter, closure, lock_lines
 from envmgr.lock import lock_sources, resolve
 from envmgr.progress import prefixed
+from envmgr.spec.models import canonical_name
 from envmgr.targets.base import Closing
 
 if TYPE_CHECKING:
@@ -88,16 +89,19 @@ def execute(steps: Sequence[Step], build: Build) -> Realized:
     return build.realized
 
 
-def resolve_step(loaded: LoadedSpec, base: Callable[[], Interpreter] | None = None) -> Step:
+def resolve_step(loaded: LoadedSpec, base: Callable[[], Interpreter] | None = None,
+                 python: Callable[[], str] | None = None) -> Step:
     """Resolve the spec's pins into a hashed lock (uv) in the generation: the first step of the
     venv and image builders (a fleet's lock comes with its wheels, envmgr.wheelhouse).
-    ``base`` reads the interpreter that ``python.inherit`` keeps packages from."""
+    ``base`` reads the interpreter that ``python.inherit`` keeps packages from; ``python``
+    names the interpreter the lock is for (a venv's), else it is for the spec's version on
+    manylinux_2_28."""
     spec = loaded.spec
     count = len(spec.python.installed_packages)
     return Step("resolve", f"resolve {count} package pins for Python {spec.python.version} into a hashed "
                            f"lock (uv{', no dependencies' if spec.python.no_deps else ''}) from "
                            f"{sources_summary(spec)}{inherited_summary(spec)}",
-                lambda build: _resolve(build, base))
+                lambda build: _resolve(build, base, python))
 
 
 def sources_summary(spec: Spec) -> str:
@@ -123,20 +127,22 @@ def inherited_summary(spec: Spec) -> str:
             else f"; the packages of {base} visible after the environment's own")
 
 
-def _resolve(build: Build, base: Callable[[], Interpreter] | None) -> None:
+def _resolve(build: Build, base: Callable[[], Interpreter] | None, python: Callable[[], str] | None) -> None:
     spec = build.loaded.spec
     failpoints.reach("resolve")
     excludes: list[str] = []
     recorded: list[str] = []
     if spec.python.inherit is not None and base is not None:
         interpreter = base()
-        kept = closure(interpreter, spec.python.inherited)
+        listed = {canonical_name(n) for n in spec.python.installed_packages}
+        # what the spec lists itself is installed, even where an inherited package needs it too
+        kept = {n: d for n, d in closure(interpreter, spec.python.inherited).items() if n not in listed}
         excludes, recorded = sorted(kept), lock_lines(interpreter, kept)
         if kept:
             build.progress(f"inherited from {interpreter.executable}: {len(spec.python.inherited)} package(s) "
                            f"and {len(kept) - len(spec.python.inherited)} they need there, left out of the lock")
     build.lock = resolve(spec, build.workdir, spec.python.version, prefixed(build.progress, "uv"),
-                         excludes=excludes, inherited=recorded)
+                         excludes=excludes, inherited=recorded, python=python() if python else None)
     counts = Counter(lock_sources(build.lock).values())
     if counts:
         build.progress("lock: " + ", ".join(f"{n} {where}" if where.startswith("inherited") else f"{n} from {where}"

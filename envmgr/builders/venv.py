@@ -51,7 +51,8 @@ class VenvBuilder(Builder):
         env_changes = [a for a in actions if a.kind.startswith("env.") or a.kind.startswith("toolkit.")]
         inherit = spec.python.inherit
         return [
-            resolve_step(loaded, base=lambda: read_interpreter(self._base_python(spec))),
+            resolve_step(loaded, base=lambda: read_interpreter(self._base_python(spec)),
+                         python=lambda: self._base_python(spec)),
             Step("venv", f"create a Python {spec.python.version} venv at {where} ({self.installer})"
                          + (f" from {inherit.python}" if inherit and inherit.python else ""),
                  lambda build: self._create(build, root)),
