@@ -56,7 +56,8 @@ def generation_state(gen: Generation, target: Target) -> tuple[Drift, str | None
     (a deleted venv, a removed image) is missing, not drifted."""
     from envmgr.facts import collect_facts
 
-    facts = collect_facts(target, python=target.interpreter)
+    # isolated: envmgr's own PYTHONPATH (or the operator's) is not the environment's
+    facts = collect_facts(target, python=target.interpreter, isolated=True)
     if facts.python is None:
         return compare(gen.lock, {}), facts.missing.get("python", "its interpreter cannot be run")
     return compare(gen.lock, facts.python.packages, base_packages(gen.lock, target)), None

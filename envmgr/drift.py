@@ -36,9 +36,10 @@ def compare(lock: str, installed: Mapping[str, str], provided: Mapping[str, str]
     versions; what the base interpreter ``provided`` (its packages show through) is not extra."""
     locked = {**inherited_versions(lock), **locked_versions(lock)}
     base = provided or {}
-    present = {k: v for k, v in installed.items() if k not in BOOTSTRAP_PACKAGES}
+    present = dict(installed)
     return Drift(
         changed={n: (v, present[n]) for n, v in locked.items() if n in present and present[n] != v},
         missing={n: v for n, v in locked.items() if n not in present},
-        extra={n: v for n, v in present.items() if n not in locked and base.get(n) != v},
+        extra={n: v for n, v in present.items()
+               if n not in locked and n not in BOOTSTRAP_PACKAGES and base.get(n) != v},
     )

@@ -21,6 +21,8 @@ from envmgr.versions import exact_pin, local_cuda_tag, lowest_version, release
 if TYPE_CHECKING:  # facts pull in their collectors; validate needs only the type
     from envmgr.facts.model import Facts
 
+CUDA_LINK = "/usr/local/cuda"
+
 # Order in which a plan applies actions: what needs a reboot first, the Python layer last.
 KIND_ORDER = (
     "driver.install", "driver.upgrade", "driver.downgrade", "driver.change",
@@ -71,6 +73,8 @@ def state_from_facts(facts: Facts, label: str = "local://") -> State:
     # The toolkit in use: CUDA_HOME's when set (pip toolkits are selected that way),
     # else the target of /usr/local/cuda.
     in_use = (facts.env.get("CUDA_HOME") or facts.cuda_link or "").rstrip("/")
+    if in_use == CUDA_LINK and facts.cuda_link:  # CUDA_HOME=/usr/local/cuda (NGC images): the link's target
+        in_use = facts.cuda_link.rstrip("/")
     linked = next((t.version for t in facts.toolkits if in_use and t.path.rstrip("/") == in_use), None)
     py = facts.python
     torch = py.packages.get("torch") if py else None
@@ -173,7 +177,7 @@ def _toolkits(current: State, spec: Spec) -> list[Action]:
     selected = spec.cuda.selected
     before = current.selected_toolkit
     if before is None or release(before) != release(selected.version):
-        link = "CUDA_HOME" if selected.source == "pip" else "/usr/local/cuda"
+        link = "CUDA_HOME" if selected.source == "pip" else CUDA_LINK
         actions.append(Action("toolkit.select", link, before, selected.version,
                               "CUDA_HOME, nvcc on PATH and FlashInfer's JIT follow it",
                               scope="environment" if selected.source == "pip" else "host"))

@@ -25,6 +25,7 @@ from typing import Any
 
 import jinja2
 
+from envmgr.inherit import PTH_NAME
 from envmgr.lock import source_args
 from envmgr.secrets import secret_names
 from envmgr.spec import models
@@ -41,6 +42,7 @@ ENVMGR_ROOT = PurePosixPath("/opt/envmgr")
 VENV = ENVMGR_ROOT / "venv"
 WHEELHOUSE_DIR = "wheelhouse"  # in the build context
 WHEELHOUSE = PurePosixPath("/tmp/envmgr-wheelhouse")  # in the build stage only
+INHERIT_PTH = "inherit.pth"  # in the build context: the base's site-packages, after the venv's own
 
 REPOSITORY_RE = re.compile(models.REPOSITORY_RE)
 IMAGE_REF_RE = re.compile(models.IMAGE_REF_RE)
@@ -153,6 +155,12 @@ def template_environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environmen
 # --- what goes into the image -------------------------------------------------------------
 
 
+def base_python(spec: Spec) -> str:
+    """The base image's interpreter the venv is made from (``python.inherit.python``, else python3)."""
+    inherit = spec.python.inherit
+    return inherit.python if inherit is not None and inherit.python else "python3"
+
+
 def site_packages(python_version: str) -> PurePosixPath:
     return VENV / "lib" / f"python{python_version}" / "site-packages"
 
@@ -210,8 +218,11 @@ def render_dockerfile(
     context = {
         "base_image": base_image,
         "build_labels": [BUILD_STAGE_LABEL],
-        "python_check": ["python3", "-c", PYTHON_VERSION_CHECK, spec.python.version],
-        "create_venv": ["python3", "-m", "venv", str(VENV)],
+        "python_check": [base_python(spec), "-c", PYTHON_VERSION_CHECK, spec.python.version],
+        "create_venv": [base_python(spec), "-m", "venv", str(VENV)],
+        # after the install: pip never sees (so never touches) the base's packages
+        "copy_inherit": [INHERIT_PTH, str(site_packages(spec.python.version) / PTH_NAME)]
+        if spec.python.inherit is not None else None,
         "copy_lock": [lock_name, str(lock_path)],
         "copy_wheelhouse": [WHEELHOUSE_DIR, str(WHEELHOUSE)] if wheelhouse else None,
         "install": install_argv(spec, lock_path, wheelhouse),

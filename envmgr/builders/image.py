@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 import envmgr
 from envmgr.builders.base import Build, Builder, Realized, Step, package_changes, resolve_step
-from envmgr.builders.dockerfile import WHEELHOUSE_DIR, render_dockerfile
+from envmgr.builders.dockerfile import INHERIT_PTH, WHEELHOUSE_DIR, base_python, render_dockerfile
 from envmgr.errors import BackendError, UsageError
+from envmgr.inherit import Interpreter, pin_problems, pth_text, read_interpreter
 from envmgr.lock import clean_lock
 from envmgr.progress import Progress, prefixed
+from envmgr.targets.container import ContainerTarget
 from envmgr.targets.docker_engine import LazyClient, inspect_image, short_id, translated
 from envmgr.targets.urls import IMAGE_REF_RE, REPOSITORY_RE, make_url, parse_docker_url
 from envmgr.wheelhouse import download_wheelhouse, fresh_dir
@@ -67,26 +69,46 @@ class ImageBuilder(Builder):
     def __init__(self, url: str = "docker://") -> None:
         self.target = parse_docker_url(url)
         self._engine = LazyClient()
+        self._base: tuple[str, Interpreter] | None = None
 
     def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:
         spec = loaded.spec
         settings = self._settings(spec)  # checked before the daemon or the index is asked
         mode = "offline, from a wheelhouse downloaded here" if settings.wheelhouse else "online"
         state: dict[str, str] = {}
+        inherit = spec.python.inherit is not None
         return [
             Step("base", f"find the base image {settings.base} in the local Docker engine (never pulled)",
                  lambda build: state.update(base_id=self._base_image_id(self._client(), settings.base))),
-            resolve_step(loaded),
-            Step("context", f"write the build context: Dockerfile, lock{', wheelhouse' if settings.wheelhouse else ''}",
+            resolve_step(loaded, base=(lambda: self._base_interpreter(spec, settings.base)) if inherit else None),
+            Step("context", "write the build context: Dockerfile, lock"
+                            + (", wheelhouse" if settings.wheelhouse else "")
+                            + (", inherit.pth (the base image's site-packages, after the venv's own)" if inherit else ""),
                  lambda build: write_context(build.loaded, build.lock, build.workdir / CONTEXT_DIR, settings,
-                                             build.progress)),
+                                             build.progress,
+                                             self._base_interpreter(spec, settings.base).sites if inherit else None)),
             Step("image", f"build {settings.repository}:<context hash> from {settings.base} ({mode}; "
                           f"reused when it exists): {package_changes(actions)}",
                  lambda build: self._image(build, settings, state["base_id"])),
         ]
 
     def preflight(self, loaded: LoadedSpec) -> None:
-        self._base_image_id(self._client(), self._settings(loaded.spec).base)
+        spec = loaded.spec
+        base = self._settings(spec).base
+        self._base_image_id(self._client(), base)
+        if spec.python.inherit is not None:
+            problems = pin_problems(self._base_interpreter(spec, base), spec)
+            if problems:
+                raise BackendError(f"python.inherit: the base image {base} cannot give what the spec pins: "
+                                   + "; ".join(problems),
+                                   hint="pin the versions the base image has, or choose a base image that has them")
+
+    def _base_interpreter(self, spec: Spec, base: str) -> Interpreter:
+        """The base image's interpreter and its packages, read once in a throwaway container."""
+        if self._base is None or self._base[0] != base:
+            with ContainerTarget(make_url("docker", base)) as box:
+                self._base = (base, read_interpreter(base_python(spec), box))
+        return self._base[1]
 
     def close(self) -> None:
         self._engine.close()
@@ -122,6 +144,12 @@ class ImageBuilder(Builder):
             raise UsageError(f"realize.docker.base_image: {base!r} is not an image reference",
                              hint="name an image like debian:bookworm or nvidia/cuda:13.0.2-devel-ubuntu24.04")
         wheelhouse = options.wheelhouse if self.target.wheelhouse is None else self.target.wheelhouse
+        if spec.python.sources.find_links:  # the wheels are on this host: they travel in the context
+            if self.target.wheelhouse is False:
+                raise UsageError("python.sources.find_links names directories on this host: an image build "
+                                 "takes their wheels in its wheelhouse, and ?wheelhouse=0 refuses one",
+                                 hint="drop ?wheelhouse=0 from the docker:// URL")
+            wheelhouse = True
         return BuildSettings(repository, base, wheelhouse)
     def _build(self, api: APIClient, context: Path, tag: str, *, offline: bool,
                progress: Progress) -> str:
@@ -157,11 +185,14 @@ class ImageBuilder(Builder):
 
 
 def write_context(loaded: LoadedSpec, lock: str, context: Path, settings: BuildSettings,
-                  progress: Progress) -> None:
-    """The build context: Dockerfile, the lock and, offline, the wheelhouse; nothing else."""
+                  progress: Progress, inherit_sites: Sequence[str] | None = None) -> None:
+    """The build context: Dockerfile, the lock, offline the wheelhouse and, for python.inherit,
+    the .pth that shows the base image's site-packages after the venv's own; nothing else."""
     spec = loaded.spec
     fresh_dir(context)
     (context / LOCK_NAME).write_text(clean_lock(lock), encoding="utf-8")
+    if inherit_sites is not None:
+        (context / INHERIT_PTH).write_text(pth_text(inherit_sites), encoding="utf-8")
     if settings.wheelhouse:
         progress("downloading the locked wheels on this host (offline build)")
         download_wheelhouse(spec, context / LOCK_NAME, context / WHEELHOUSE_DIR, prefixed(progress, "pip"))
@@ -175,8 +206,9 @@ def context_hash(context: Path, base_id: str) -> str:
     """sha256 over what decides the image: base image id, Dockerfile, lock and each wheel."""
     digest = hashlib.sha256(b"envmgr-image-context/1\0")
     digest.update(base_id.encode() + b"\0")
-    for name in ("Dockerfile", LOCK_NAME):
-        digest.update(name.encode() + b"\0" + (context / name).read_bytes() + b"\0")
+    for name in ("Dockerfile", LOCK_NAME, INHERIT_PTH):
+        if (context / name).is_file():
+            digest.update(name.encode() + b"\0" + (context / name).read_bytes() + b"\0")
     wheelhouse = context / WHEELHOUSE_DIR
     for wheel in sorted(wheelhouse.iterdir()) if wheelhouse.is_dir() else ():
         digest.update(f"{WHEELHOUSE_DIR}/{wheel.name}\0{_file_sha256(wheel)}\0".encode())

@@ -121,8 +121,10 @@ def compiler_search_argv(cuda_root: str = CUDA_ROOT) -> list[str]:
     return ["sh", "-c", COMPILER_SEARCH_SCRIPT, "sh", cuda_root]
 
 
-def python_info_argv(python: str) -> list[str]:
-    return [python, "-c", PYTHON_INFO_SCRIPT]
+def python_info_argv(python: str, isolated: bool = False) -> list[str]:
+    """``isolated``: the interpreter's own packages only (``-I``: no PYTHONPATH, no user site),
+    what an environment has whatever shell it is asked from."""
+    return [python, *(["-I"] if isolated else []), "-c", PYTHON_INFO_SCRIPT]
 
 
 # --- running ------------------------------------------------------------------------------
@@ -171,14 +173,16 @@ Fields = dict[str, Any]  # Facts field name -> value
 Missing = dict[str, str]  # Facts field name -> why it is absent
 
 
-def collect_facts(runner: Runner, python: str = "python3", cuda_root: str = CUDA_ROOT) -> Facts:
-    """What ``runner``'s target has now. Never raises for what the target lacks."""
+def collect_facts(runner: Runner, python: str = "python3", cuda_root: str = CUDA_ROOT,
+                  isolated: bool = False) -> Facts:
+    """What ``runner``'s target has now. Never raises for what the target lacks. ``isolated``:
+    the Python's packages without what PYTHONPATH or the user site adds (``python_info_argv``)."""
     commands = {
         "nvidia_smi_query": NVIDIA_SMI_QUERY,
         "nvidia_smi_banner": NVIDIA_SMI_BANNER,
         "toolkits": toolkit_listing_argv(cuda_root),
         "compilers": compiler_search_argv(cuda_root),
-        "python": python_info_argv(python),
+        "python": python_info_argv(python, isolated),
         "env": ENV_DUMP,
         "kernel_module": NVRM_VERSION,
     }
