@@ -166,8 +166,14 @@ def site_packages(python_version: str) -> PurePosixPath:
 
 
 def install_argv(spec: Spec, lock_path: PurePosixPath, wheelhouse: bool) -> list[str]:
-    """pip installs exactly the lock: every file checked against its hash, no resolver."""
-    argv = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--no-cache-dir",
+    """pip installs exactly the lock: every file checked against its hash, no resolver. A venv
+    that inherits has no pip of its own (ensurepip's pip and setuptools would shadow the
+    base's): the base's pip installs into it (``--python``, pip >= 22.3)."""
+    if spec.python.inherit is not None:
+        pip = [base_python(spec), "-m", "pip", "--python", str(VENV / "bin" / "python")]
+    else:
+        pip = [str(VENV / "bin" / "python"), "-m", "pip"]
+    argv = [*pip, "install", "--no-cache-dir",
             "--disable-pip-version-check", "--no-input", "--require-hashes", "--no-deps"]
     if wheelhouse:
         argv += ["--no-index", "--find-links", str(WHEELHOUSE)]
@@ -219,7 +225,8 @@ def render_dockerfile(
         "base_image": base_image,
         "build_labels": [BUILD_STAGE_LABEL],
         "python_check": [base_python(spec), "-c", PYTHON_VERSION_CHECK, spec.python.version],
-        "create_venv": [base_python(spec), "-m", "venv", str(VENV)],
+        "create_venv": [base_python(spec), "-m", "venv",
+                        *(["--without-pip"] if spec.python.inherit is not None else []), str(VENV)],
         # after the install: pip never sees (so never touches) the base's packages
         "copy_inherit": [INHERIT_PTH, str(site_packages(spec.python.version) / PTH_NAME)]
         if spec.python.inherit is not None else None,

@@ -179,3 +179,51 @@ def test_no_deps_locks_exactly_the_pins_with_hashes_of_the_local_wheels(project,
     assert gen.lock.count("--hash=sha256:") == 1
     ran = envmgr(home, "run", "--", "python", "-c", "import six")
     assert ran.returncode != 0 and "No module named 'six'" in ran.stderr
+
+
+@pytest.mark.slow
+def test_an_offline_image_takes_the_directorys_wheels_and_keeps_the_base_images_package(
+        project, built_images, base_image, docker_client):
+    """The image builder: the find-links wheels travel in the build's wheelhouse (the build has
+    no network), and the base image's own wheel 0.38.4 (Debian's python3-wheel) is kept."""
+    repository = built_images.add_repository(f"envmgr-test/offline-{os.getpid()}")
+    spec = project / "image.yaml"
+    spec.write_text(textwrap.dedent(f"""\
+        apiVersion: envmgr/v1
+        metadata: {{name: offline-image}}
+        hardware: {{gpu: {{arch: sm_90}}}}
+        python:
+          version: "3.11"
+          packages: {{envmgr-demo-app: "1.0", wheel: "0.38.4"}}
+          sources: {{find_links: [wheels], offline: true}}
+          inherit: {{python: /usr/bin/python3, packages: [wheel]}}
+        env: {{DEMO: "1"}}
+        realize: {{backend: docker, docker: {{base_image: "{base_image}", tag: "{repository}"}}}}
+        """))
+    home = project / "state"
+    applied = envmgr(home, "apply", str(spec), "--yes")
+    assert applied.returncode == 0, applied.stderr
+    gen = Store(home).current()
+    assert locked_versions(gen.lock) == {"envmgr-demo-app": "1.0", "idna": "3.7", "six": "1.16.0"}
+    assert inherited_versions(gen.lock) == {"wheel": "0.38.4"}
+    context = Path(gen.meta["details"]["context"])
+    assert sorted(p.name for p in (context / "wheelhouse").iterdir()) == sorted(
+        p.name for p in (project / "wheels").iterdir() if not p.name.startswith("envmgr_demo_old"))
+    assert "/usr/lib/python3/dist-packages" in (context / "inherit.pth").read_text()
+
+    ran = envmgr(home, "run", "--", "python", "-c",
+                 "import envmgr_demo_app, six, wheel, sys; print(wheel.__file__); print('pip' in sys.modules)")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split()[0].startswith("/usr/lib/python3/dist-packages/wheel")
+    status = envmgr(home, "status")
+    assert status.returncode == 0 and "no drift" in status.stdout, status.stdout + status.stderr
+    container = docker_client.containers.run(gen.meta["details"]["image"], ["sleep", "300"], detach=True,
+                                             auto_remove=True)
+    try:
+        verify = envmgr(home, "verify", str(spec), "--hosts", f"docker://{container.name}",
+                        "--lock", str(gen.path / "lock.txt"), "--json")
+    finally:
+        container.kill()
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    checks = {r["check"]: r for r in json.loads(verify.stdout)["results"]}
+    assert checks["inherited:wheel"]["ok"] and "/usr/lib/python3/dist-packages" in checks["inherited:wheel"]["found"]
