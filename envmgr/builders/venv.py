@@ -99,6 +99,8 @@ class VenvBuilder(Builder):
         build.progress(f"creating the venv at {venv} from {python}")
         if self.installer == "uv":
             argv = [uv_binary(), "venv", "--quiet", "--python", python, str(venv)]
+        elif build.loaded.spec.python.inherit is not None:  # ensurepip's pip and setuptools would shadow the base's
+            argv = [python, "-m", "venv", "--without-pip", str(venv)]
         else:
             argv = [python, "-m", "venv", str(venv)]
         _check(stream(argv, prefixed(build.progress, self.installer)), "creating the venv")
@@ -114,8 +116,10 @@ class VenvBuilder(Builder):
         if self.installer == "uv":
             argv = [uv_binary(), "pip", "sync", "--require-hashes", "--python", python,
                     *source_args(spec, "uv"), str(lock)]
-        else:
-            argv = [python, "-m", "pip", "install", "--no-input", "--require-hashes", "--no-deps",
+        else:  # an inheriting venv has no pip: the base's installs into it (pip >= 22.3)
+            pip = [self._base_python(spec), "-m", "pip", "--python", python] if spec.python.inherit else [
+                python, "-m", "pip"]
+            argv = [*pip, "install", "--no-input", "--require-hashes", "--no-deps",
                     *source_args(spec, "pip"), "-r", str(lock)]
         log = prefixed(build.progress, self.installer)
 

@@ -135,6 +135,26 @@ def test_offline_apply_installs_from_the_directory_and_keeps_the_inherited_packa
     assert base_distributions(base) == before  # the base was read, never written
 
 
+def test_the_pip_installer_installs_offline_with_the_bases_pip(project):
+    """venv://?installer=pip: pip of the base (the test's interpreter, which has one) installs
+    into a venv made without pip, so no ensurepip copy shadows what is inherited."""
+    base = Path(sys.executable)
+    import importlib.metadata
+
+    pinned = importlib.metadata.version("packaging")
+    spec = write_spec(project / "spec.yaml", base, {"envmgr-demo-app": "1.0", "idna": "3.7", "packaging": pinned},
+                      inherit=("packaging",))
+    home = project / "state"
+    applied = envmgr(home, "apply", str(spec), "--yes", "--backend", "venv://?installer=pip")
+    assert applied.returncode == 0, applied.stderr
+    gen = Store(home).current()
+    assert gen.meta["details"]["installer"] == "pip"
+    own = sorted(p.name.split("-")[0] for p in (gen.path / "venv").glob("lib/python*/site-packages/*.dist-info"))
+    assert own == ["envmgr_demo_app", "idna", "six"]  # no pip, no setuptools of its own
+    status = envmgr(home, "status")
+    assert status.returncode == 0, status.stdout + status.stderr
+
+
 def test_a_missing_wheel_is_a_clear_error_and_makes_no_generation(project, base):
     spec = write_spec(project / "spec.yaml", base, {"envmgr-demo-app": "1.0", "six": "1.17.0", "idna": "3.7"})
     home = project / "state"
