@@ -189,11 +189,44 @@ def _check_host_prerequisites(needed: Sequence[Action], loaded: LoadedSpec, kind
     progress("host prerequisites met: " + "; ".join(a.summary() for a in needed))
 
 
+def rollback(store: Store, to: int | None, force: bool) -> tuple[Generation, int | None]:
+    """Make generation ``to`` (default: the newest usable one before current) current again;
+    (it, the number current had). Works when what current names is damaged: that is when
+    an operator needs it most."""
+    from envmgr.records import DamagedRecord
+
+    with store.locked("rollback"):
+        failpoints.reach("locked")
+        try:
+            current = store.current_number()
+        except DamagedRecord:
+            current = None
+        if to is None:
+            older = [g for g in store.generations() if current is None or g.number < current]
+            refusals = {g.number: None if force else rollback_refusal(g) for g in older}
+            usable = [g for g in older if refusals[g.number] is None and g.number != current]
+            if not usable:
+                why = "; ".join(filter(None, refusals.values()))
+                raise UsageError("no earlier generation to roll back to" + (f": {why}" if why else ""),
+                                 hint="`envmgr generations` lists them; --to N --force switches anyway")
+            target = usable[-1]
+        else:
+            target = store.get(to)
+            refusal = None if force else rollback_refusal(target)
+            if refusal:
+                raise UsageError(f"not rolling back: {refusal}", hint=f"--to {target.number} --force switches anyway")
+        store.switch(target.number)
+        failpoints.reach("switched")
+    return target, current
+
+
 def rollback_refusal(gen: Generation) -> str | None:
     """Why ``gen`` must not become current again, or None. ``rollback --force`` overrides."""
     if gen.gate == "failed":
         failed = ", ".join(map(str, (gen.gate_record or {}).get("failed") or [])) or "required probes"
         return f"generation {gen.number} failed its probe gate ({failed}) and never became current"
+    if gen.gate == "damaged":
+        return f"generation {gen.number}'s gate.json is damaged: its probe gate's verdict is unknown"
     if gen.gate == "interrupted":
         return (f"generation {gen.number}'s apply was interrupted before its probe gate decided: "
                 "it never became current")

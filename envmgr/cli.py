@@ -192,6 +192,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 @command(SPEC, opt("--from", dest="from_", type=Path, metavar="OLD", help="The spec of the stack that works today: which configs SPEC unblocks"),
          opt("--write", type=Path, metavar="CHILD.yaml", help="Write a spec extending SPEC with the release that unblocks the most"),
+         opt("--force", action="store_true", help="Replace CHILD.yaml if it exists (never SPEC or a file it extends)"),
          JSON)
 def cmd_advise(a: argparse.Namespace) -> int:
     """For each error finding, the nearest known release that clears it: exit 0 all clearable, 1 not."""
@@ -205,16 +206,16 @@ def cmd_advise(a: argparse.Namespace) -> int:
     moved = upgrade(load_spec(a.from_).spec, loaded.spec) if a.from_ is not None else None
     written = None
     chosen = best(advice) if a.write is not None else None
-    if a.write is not None and chosen is not None:
-        from envmgr.state import write_atomic
+    if a.write is not None:
+        from envmgr.userfiles import check_writable, write_user_file
 
-        parent = os.path.relpath(a.spec.resolve(), a.write.resolve().parent)
+        protected = [*loaded.chain, *([a.from_] if a.from_ is not None else [])]
+        check_writable(Path(os.path.abspath(a.write)), force=a.force, protected=protected, what="the child spec")
+    if a.write is not None and chosen is not None:
+        parent = os.path.relpath(a.spec.resolve(), Path(os.path.abspath(a.write)).parent)
         name = f"{loaded.spec.metadata.name}-{chosen.suffix}"
-        try:
-            write_atomic(a.write, yaml.safe_dump(child_spec(parent, name, chosen, loaded.spec), sort_keys=False))
-        except OSError as exc:
-            raise UsageError(f"cannot write {a.write}: {exc.strerror or exc}",
-                             hint="give a path in an existing folder you can write to") from exc
+        write_user_file(a.write, yaml.safe_dump(child_spec(parent, name, chosen, loaded.spec), sort_keys=False),
+                        force=a.force, protected=protected, what="the child spec")
         written = str(a.write)
     if a.json:
         _emit({"spec": str(a.spec), "name": loaded.spec.metadata.name,
@@ -335,19 +336,19 @@ ENV = opt("--env", metavar="GEN|URL", help="current (default), a generation numb
 def cmd_run(a: argparse.Namespace) -> int:
     """Run a command in an environment: its interpreter first on PATH, CUDA_HOME, the spec's env.
 
-    Exit code: the command's own; 127 when it does not exist there; 1 for an envmgr error.
+    Exit code: the command's own; 127 when it does not exist there; 1 for an envmgr error
+    (also an environment that is not there: never the host's python instead).
     On this host (venv, local) the command replaces envmgr, with the terminal and signals;
     in a container or on hosts its output is printed when it ends (every host's, in order)."""
     from envmgr.errors import CommandNotFound
     from envmgr.targets import open_target
-    from envmgr.use import choose, exec_here, run_there
+    from envmgr.use import choose, command_argv, exec_here, require_present, run_there
 
-    argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
-    if not argv:
-        raise UsageError("no command to run", hint="envmgr run [--env GEN|URL] -- CMD [ARGS...]")
+    argv = command_argv(a.argv)
     chosen = choose(a.env, a.home)
     try:
         with open_target(chosen.url) as target:
+            require_present(chosen, target)
             if target.runs_here:
                 exec_here(target, argv)  # returns only by raising
             return run_there(target, argv, a.timeout)
@@ -359,10 +360,11 @@ def cmd_run(a: argparse.Namespace) -> int:
 def cmd_shell(a: argparse.Namespace) -> int:
     """An interactive shell in an environment ($SHELL here with its env; docker run -it for an image)."""
     from envmgr.targets import open_target
-    from envmgr.use import choose, exec_here, shell_argv
+    from envmgr.use import choose, exec_here, require_present, shell_argv
 
     chosen = choose(a.env, a.home)
     with open_target(chosen.url) as target:
+        require_present(chosen, target)
         argv = shell_argv(target)
         print(f"envmgr shell: {chosen.label} (exit the shell to leave it)", file=sys.stderr)
         if target.runs_here:
@@ -375,23 +377,30 @@ def cmd_shell(a: argparse.Namespace) -> int:
 def cmd_env(a: argparse.Namespace) -> int:
     """The variables commands in an environment get (secrets redacted; --sh reads them when evaluated)."""
     from envmgr.targets import open_target
-    from envmgr.use import choose, exports, shown
+    from envmgr.use import choose, comment, exports, refusal, require_present, secrecy, shown
 
     if a.json and a.sh:
         raise UsageError("give --json or --sh, not both")
     chosen = choose(a.env, a.home)
     with open_target(chosen.url) as target:
+        require_present(chosen, target)
         env = target.environment()
+        secrets = secrecy(env, chosen, target)
         if a.sh:
-            sys.stdout.write(exports(env, chosen, target))
+            out = exports(env, secrets, target)
+            sys.stdout.write(out.text)
+            for name in out.refused:
+                print(refusal(name), file=sys.stderr)
             return 0
-        visible = shown(env, chosen)
+        visible = shown(env, secrets)
         interpreter = target.interpreter
     if a.json:
         _emit({"environment": chosen.url, "generation": chosen.generation.number if chosen.generation else None,
-               "interpreter": interpreter, "env": visible})
+               "interpreter": interpreter, "env": visible, "hidden_because": secrets.why})
     else:
-        print(f"# {chosen.label}; interpreter {interpreter}")
+        print(comment(f"{chosen.label}; interpreter {interpreter}"))
+        if secrets.why:
+            print(comment(secrets.why))
         for name, value in visible.items():
             print(f"{name}={value}")
     return 0
@@ -409,22 +418,28 @@ def cmd_gc(a: argparse.Namespace) -> int:
     if a.keep < 0:
         raise UsageError(f"--keep {a.keep}: give 0 or more")
     store = Store(a.home)
-    with store.locked():  # not while an apply builds
+    # a dry run only reads: it never waits for, nor blocks, an apply
+    with contextlib.nullcontext() if a.dry_run else store.locked("gc"):
         items = garbage(store, a.keep)
         kept_numbers = sorted(kept(store, a.keep))
         total = sum(i.size_bytes for i in items)
         freed = 0 if a.dry_run else collect(store, items, lambda line: print(line, file=sys.stderr) if not a.json else None)
+    refused = [i for i in items if i.kind == "refused"]
+    removable = [i for i in items if i.kind != "refused"]
     if a.json:
         _emit({"dry_run": a.dry_run, "kept": kept_numbers, "items": [i.to_dict() for i in items],
-               "total_bytes": total, "freed_bytes": freed})
-        return 0
-    for item in items if a.dry_run else ():
+               "total_bytes": total, "freed_bytes": freed, "refused": len(refused)})
+        return 1 if refused else 0
+    for item in removable if a.dry_run else ():
         where = f" (generation {item.generation})" if item.generation is not None and item.kind != "generation" else ""
         print(f"would remove {item.kind} {item.what}{where}: {human(item.size_bytes)}")
+    for item in refused:
+        print(f"refused: {item.what} (generation {item.generation}) is not removed: {item.why}", file=sys.stderr)
     verb = "would free" if a.dry_run else "freed"
-    print(f"kept generations {', '.join(map(str, kept_numbers)) or 'none'}; {len(items)} item(s), "
-          f"{verb} {human(freed if not a.dry_run else total)}")
-    return 0
+    print(f"kept generations {', '.join(map(str, kept_numbers)) or 'none'}; {len(removable)} item(s), "
+          f"{verb} {human(freed if not a.dry_run else total)}"
+          + (f"; {len(refused)} refused (see above: envmgr removes only what is provably its own)" if refused else ""))
+    return 1 if refused else 0
 
 
 @command(HOME, JSON)
@@ -434,21 +449,35 @@ def cmd_generations(a: argparse.Namespace) -> int:
 
     from envmgr.state import Store
 
+    from envmgr.records import DamagedRecord
+
     store = Store(a.home)
-    current = store.current()
-    rows = [{"number": g.number, "current": current is not None and g.number == current.number,
+    try:
+        current: int | None = store.current_number()
+        link_problem = None
+    except DamagedRecord as exc:
+        current, link_problem = None, exc.message
+    rows = [{"number": g.number, "current": g.number == current,
              "spec": g.meta.get("spec_name"), "digest": g.meta.get("spec_digest", "")[:12],
              "backend": g.backend, "completed": g.meta.get("completed"), "gate": g.gate}
             for g in store.generations()]
+    rows += [{"number": n, "current": n == current, "spec": None, "digest": "", "backend": None,
+              "completed": None, "gate": "damaged", "damaged": why} for n, why in store.damaged()]
+    rows.sort(key=lambda r: r["number"])
     if a.json:
         _emit(rows)
         return 0
     if not rows:
         print(f"no generations in {store.home}")
     for r in rows:
+        if r.get("damaged"):
+            print(f"{'*' if r['current'] else ' '} {r['number']:3}  damaged: {r['damaged']}")
+            continue
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["completed"])) if r["completed"] else "?"
         print(f"{'*' if r['current'] else ' '} {r['number']:3}  {str(r['spec']):20} {r['digest']}  "
               f"gate {r['gate']:11} {when}  {r['backend']}")
+    if link_problem:
+        print(f"current: {link_problem}", file=sys.stderr)
     return 0
 
 
@@ -462,33 +491,16 @@ def cmd_rollback(a: argparse.Namespace) -> int:
     Refused, unless --force, for a generation that failed its probe gate, whose apply was
     interrupted before the gate decided, or whose environment is gone; without --to, the
     newest earlier generation that can be used is chosen."""
-    from envmgr.apply import rollback_refusal
+    from envmgr.apply import rollback
     from envmgr.state import Store
 
-    store = Store(a.home)
-    with store.locked():
-        current = store.current()
-        if a.to is None:
-            older = [g for g in store.generations() if current is None or g.number < current.number]
-            refusals = {g.number: None if a.force else rollback_refusal(g) for g in older}
-            usable = [g for g in older if refusals[g.number] is None]
-            if not usable:
-                why = "; ".join(filter(None, refusals.values()))
-                raise UsageError("no earlier generation to roll back to" + (f": {why}" if why else ""),
-                                 hint="`envmgr generations` lists them; --to N --force switches anyway")
-            target = usable[-1]
-        else:
-            target = store.get(a.to)
-            refusal = None if a.force else rollback_refusal(target)
-            if refusal:
-                raise UsageError(f"not rolling back: {refusal}", hint=f"--to {target.number} --force switches anyway")
-        store.switch(target.number)
+    target, current = rollback(Store(a.home), a.to, a.force)
     if a.json:
         _emit({"current": target.number, "spec": target.meta.get("spec_name"), "backend": target.backend,
-               "previous": current.number if current else None, "forced": bool(a.force)})
+               "previous": current, "forced": bool(a.force)})
     else:
         print(f"current -> generation {target.number} ({target.meta.get('spec_name')})"
-              + (f", was {current.number}" if current else ""))
+              + (f", was {current}" if current is not None else ""))
     return 0
 
 
@@ -584,15 +596,16 @@ def cmd_bench(a: argparse.Namespace) -> int:
         _emit([r.to_dict() for r in run.results])
     else:
         from envmgr.report.bench import comparison, render_terminal
+        from envmgr.report.printer import visible
 
         render_terminal(comparison(run.results))
         for cell, result in zip(run.cells, run.results):  # a failure's evidence, where to read more
             if result.outcome in ("ok", "skipped"):
                 continue
-            print(f"{cell.config} @ {cell.env.info.label} {result.outcome}; server log: "
-                  f"{cell.dir / (result.server_log or 'server.log')}")
-            for line in result.log_tail:
-                print(f"  | {line}")
+            print(visible(f"{cell.config} @ {cell.env.info.label} {result.outcome}; server log: "
+                          f"{cell.dir / (result.server_log or 'server.log')}"))
+            for line in result.log_tail:  # the server's own lines: shown, never obeyed
+                print(visible(f"  | {line}"))
     return 0 if all(r.ok for r in run.results) else 1
 
 
@@ -600,6 +613,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
          opt("--env", dest="generation", type=int, action="append", default=[], metavar="N", help="Only these generations (repeat)"),
          opt("--out", type=Path, default=Path("envmgr-report"), metavar="DIR",
              help="Where report.html, throughput.png and report.json go (default: envmgr-report)"),
+         opt("--force", action="store_true", help="Replace the report files already in DIR"),
          HOME, JSON)
 def cmd_report(a: argparse.Namespace) -> int:
     """Compare benchmark results side by side: a terminal table, HTML and a PNG plot."""
@@ -610,7 +624,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     if not cells:
         raise UsageError("no benchmark results to report",
                          hint="run `envmgr bench SPEC` first, or give --results FOLDER")
-    written = write_report(cells, a.out)
+    written = write_report(cells, a.out, force=a.force)
     if a.json:
         _emit({name: str(path) for name, path in written.items()})
     else:

@@ -16,7 +16,7 @@ import sys
 # Every point, in the order an apply reaches them (the crash tests walk this list).
 POINTS = (
     "locked", "generation-created", "spec-recorded", "resolve", "resolved", "venv-created",
-    "installing", "installed", "lock-written", "committed", "gated", "switched",
+    "installing", "installed", "lock-written", "committed", "gated", "link-made", "switched",
 )
 
 

@@ -6,16 +6,21 @@ it (``realize.venv.path``) and its image, unless a kept generation uses the same
 same spec content builds the same tag); then the build stages Docker keeps dangling after
 each build (label ``dev.envmgr.stage=build``). A fleet generation's hosts are left as they
 are: only ``apply`` changes a host.
+
+What may be removed is decided by ``envmgr.confine``: a generation's folder as the store lists
+it, never through a link, never while a kept environment lies inside it; a venv outside it
+only where it is provably that generation's (``generation-N``, marked by envmgr). Anything a
+record names beyond that is ``refused``, with the reason, and removed by nobody.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from envmgr import confine
 from envmgr.state import Generation, Store
 from envmgr.targets import docker_engine  # imports no docker SDK until asked
 
@@ -24,10 +29,11 @@ DEFAULT_KEEP = 3
 
 @dataclass(frozen=True)
 class Garbage:
-    kind: str  # generation | venv | image | build-stage
+    kind: str  # generation | venv | image | build-stage | refused
     what: str  # a path or an image id
-    size_bytes: int
+    size_bytes: int  # what removing it frees (files linked from elsewhere are not counted)
     generation: int | None = None
+    why: str = ""  # for `refused`: why the confinement rule keeps it
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -49,43 +55,93 @@ def kept(store: Store, keep: int) -> set[int]:
 
 
 def garbage(store: Store, keep: int = DEFAULT_KEEP) -> list[Garbage]:
-    """What ``gc`` would remove, with sizes; nothing is removed here."""
+    """What ``gc`` would remove, with sizes, and what it refuses to; nothing is removed here."""
     keep_numbers = kept(store, keep)
     generations = store.generations()
-    kept_images = {g.location for g in generations if g.number in keep_numbers and _kind(g) == "docker"}
+    kept_gens = [g for g in generations if g.number in keep_numbers]
+    kept_images = {g.location for g in kept_gens if _kind(g) == "docker"}
+    kept_places = [confine.real(g.location) for g in kept_gens if _kind(g) == "venv" and g.location]
     found: list[Garbage] = []
     for gen in generations:
         if gen.number in keep_numbers:
             continue
-        found.append(Garbage("generation", str(gen.path), tree_size(gen.path), gen.number))
+        folder = confine.real(gen.path)
+        inner = next((p for p in kept_places if p == folder or folder in p.parents), None)
+        if inner is not None:
+            found.append(Garbage("refused", str(gen.path), 0, gen.number,
+                                 f"a kept generation's environment {inner} lies inside it"))
+            continue
+        found.append(Garbage("generation", str(gen.path), 0, gen.number))
         location = gen.location
-        if _kind(gen) == "venv" and location and not Path(location).is_relative_to(gen.path) and Path(location).is_dir():
-            found.append(Garbage("venv", location, tree_size(Path(location)), gen.number))
+        if _kind(gen) == "venv" and location and not confine.real(location).is_relative_to(folder):
+            owned = confine.owned_outside(store.home, gen.number, location)
+            if owned is not None and not any(owned == p or owned in p.parents for p in kept_places):
+                found.append(Garbage("venv", str(owned), 0, gen.number))
+            elif Path(location).exists() or Path(location).is_symlink():
+                why = (confine.unowned_reason(store.home, gen.number, location) if owned is None
+                       else "a kept generation's environment lies inside it")
+                found.append(Garbage("refused", location, 0, gen.number, why))
         if _kind(gen) == "docker" and location and location not in kept_images:
             size = docker_engine.image_size(location)
             if size is not None:
                 found.append(Garbage("image", location, size, gen.number))
                 kept_images.add(location)  # two old generations of one image: removed once
-    found += [Garbage("build-stage", image_id, size) for image_id, size in _build_stages()]
+    found = _with_sizes(found)
+    found += [Garbage("build-stage", image_id, size) for image_id, size in _build_stages(store)]
     return found
 
 
 def collect(store: Store, items: list[Garbage], progress: Callable[[str], None]) -> int:
-    """Remove ``items`` (from ``garbage``); the bytes freed."""
+    """Remove ``items`` (from ``garbage``; ``refused`` ones are left); the bytes freed."""
     freed = 0
     by_number = {g.number: g for g in store.generations()}
     for item in items:
+        if item.kind == "refused":
+            progress(f"refused: {item.what} (generation {item.generation}): {item.why}")
+            continue
         progress(f"removing {item.kind} {item.what} ({human(item.size_bytes)})")
         if item.kind == "generation":
             store.remove(by_number[item.generation])
         elif item.kind == "venv":
-            shutil.rmtree(item.what)
+            assert item.generation is not None
+            owned = confine.owned_outside(store.home, item.generation, item.what)  # again: it may have changed
+            if owned is None:
+                progress(f"refused: {item.what}: {confine.unowned_reason(store.home, item.generation, item.what)}")
+                continue
+            confine.remove_tree(owned.parent, owned, f"the venv of generation {item.generation}")
         else:  # an image or a build stage
             if not docker_engine.remove_image(item.what):
                 progress(f"  {item.what} is in use (a container of it exists): kept")
                 continue
         freed += item.size_bytes
     return freed
+
+
+def _with_sizes(items: list[Garbage]) -> list[Garbage]:
+    """Each folder's size as what removing all of them frees: a file hard-linked from elsewhere
+    (uv's cache, a kept generation) frees nothing, and one linked twice is counted once."""
+    trees = [Path(i.what) for i in items if i.kind in ("generation", "venv")]
+    inodes: dict[tuple[int, int], list[int]] = {}  # (dev, ino) -> [blocks, links, links seen, first tree]
+    for index, tree in enumerate(trees):
+        for root, _, files in os.walk(tree):
+            for name in files:
+                try:
+                    st = os.lstat(os.path.join(root, name))
+                except OSError:
+                    continue
+                entry = inodes.setdefault((st.st_dev, st.st_ino), [st.st_blocks * 512, st.st_nlink, 0, index])
+                entry[2] += 1
+    sizes = [0] * len(trees)
+    for blocks, links, seen, first in inodes.values():
+        if seen >= links:
+            sizes[first] += blocks
+    out, index = [], 0
+    for item in items:
+        if item.kind in ("generation", "venv"):
+            item = Garbage(item.kind, item.what, sizes[index], item.generation, item.why)
+            index += 1
+        out.append(item)
+    return out
 
 
 def tree_size(path: Path) -> int:
@@ -116,7 +172,9 @@ def _kind(gen: Generation) -> str | None:
     return gen.meta.get("backend_kind")
 
 
-def _build_stages() -> list[tuple[str, int]]:
-    from envmgr.builders.dockerfile import BUILD_STAGE_LABEL
+def _build_stages(store: Store) -> list[tuple[str, int]]:
+    """The dangling build stages this store's image builds left (labelled with its id):
+    another store's, or another tool's, are not this gc's to remove."""
+    from envmgr.builders.dockerfile import BUILD_STAGE_LABEL, STORE_LABEL
 
-    return docker_engine.dangling_images("=".join(BUILD_STAGE_LABEL))
+    return docker_engine.dangling_images(["=".join(BUILD_STAGE_LABEL), f"{STORE_LABEL}={confine.store_id(store.home)}"])

@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from envmgr.compat.kb import default_knowledge_base
-from envmgr.secrets import REDACTED, secret_names
+from envmgr.secrets import REDACTED, Redactor, secret_names
 from envmgr.spec.models import Spec
 from envmgr.versions import exact_pin, local_cuda_tag, lowest_version, release
 
@@ -126,7 +126,7 @@ def _direction(before: str | None, after: str | None) -> str:
     try:
         if a and b and Version(a) != Version(b):
             return "upgrade" if Version(b) > Version(a) else "downgrade"
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, and int() of a release number over 4300 digits (facts)
         pass
     return "change"
 
@@ -143,7 +143,7 @@ def _satisfied(have: str | None, want: str, managed: bool) -> bool:
         return SpecifierSet(have) == SpecifierSet(want)
     try:
         return SpecifierSet(want).contains(Version(have), prereleases=True)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, and a 5000-digit version read from recorded facts
         return False
 
 
@@ -252,9 +252,11 @@ def _pin_reasons(spec: Spec) -> dict[str, str]:
 def _env(current: State, spec: Spec) -> list[Action]:
     want = {k: str(v) for k, v in spec.env.items()}
     secret = secret_names(spec)
+    # by name, and wherever another value holds a secret's (URL: https://u:TOKEN@host), old or new
+    redact = Redactor(secret, [env[n] for env in (want, current.env) for n in secret if n in env])
 
     def shown(name: str, value: str | None) -> str | None:
-        return REDACTED if value is not None and (name in secret or value == REDACTED) else value
+        return REDACTED if value == REDACTED else redact.value(name, value)
 
     actions = []
     for name, value in want.items():

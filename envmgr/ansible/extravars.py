@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,17 @@ def write_extravars(data: Path, extravars: Mapping[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(unsafe(extravars)), mode=0o600)
     return path
+
+
+@contextmanager
+def extravars_file(data: Path, extravars: Mapping[str, Any]) -> Iterator[Path]:
+    """``write_extravars`` for the length of one run: the file holds the spec's secrets, and
+    ``data`` is kept (in the generation), so it is removed when the run ends, however it ends."""
+    path = write_extravars(data, extravars)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def probe_key(envmgr: Mapping[str, Any]) -> str:

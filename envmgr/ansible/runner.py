@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from envmgr.ansible.events import RunReport, host_results, progress_line
-from envmgr.ansible.extravars import write_extravars
+from envmgr.ansible.extravars import extravars_file
 from envmgr.ansible.probes import probe_outputs_and_reused
 from envmgr.errors import BackendError
 from envmgr.progress import Progress
@@ -86,18 +86,18 @@ def run_runner(data: Path, playbook: str, inventory: Path, extravars: Mapping[st
             on_event(event)
         return True  # keep the event in the artifacts too
 
-    write_extravars(data, extravars)  # read by runner as `-e @env/extravars`
-    try:
-        return ansible_runner.run(
-            private_data_dir=str(data), project_dir=str(playbook_dir()), playbook=playbook,
-            inventory=str(inventory), ident=ident,
-            envvars={**ANSIBLE_ENV, "ANSIBLE_LOCAL_TEMP": str(data / "tmp")},
-            cmdline="--check --diff" if check else None,
-            event_handler=handler, quiet=True, rotate_artifacts=0, suppress_env_files=True,
-        )
-    except (AnsibleRunnerException, OSError, ValueError) as exc:  # ConfigurationError; pexpect's OSError
-        raise BackendError(f"ansible-runner could not run {playbook}: {exc}",
-                           hint="is ansible installed (pip install ansible) and the inventory readable?") from exc
+    with extravars_file(data, extravars):  # read by runner as `-e @env/extravars`; gone after the run
+        try:
+            return ansible_runner.run(
+                private_data_dir=str(data), project_dir=str(playbook_dir()), playbook=playbook,
+                inventory=str(inventory), ident=ident,
+                envvars={**ANSIBLE_ENV, "ANSIBLE_LOCAL_TEMP": str(data / "tmp")},
+                cmdline="--check --diff" if check else None,
+                event_handler=handler, quiet=True, rotate_artifacts=0, suppress_env_files=True,
+            )
+        except (AnsibleRunnerException, OSError, ValueError) as exc:  # ConfigurationError; pexpect's OSError
+            raise BackendError(f"ansible-runner could not run {playbook}: {exc}",
+                               hint="is ansible installed (pip install ansible) and the inventory readable?") from exc
 
 
 def _stdout_tail(runner: Any) -> str:

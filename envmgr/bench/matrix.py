@@ -7,15 +7,15 @@ cell are checked against the environment's sglang version and its compat rules b
 anything starts, and a cell with an error there is recorded as ``skipped`` with the reason.
 
 Results live beside the environment: ``generations/N/bench/<config>/`` (or
-``$ENVMGR_HOME/bench/targets/<url-slug>/<config>/``) with ``server.log``, ``load.log`` and,
-written last, ``result.json``. A rerun skips cells whose ``result.json`` matches the command
-it would run now: an interrupted matrix resumes where it stopped.
+``$ENVMGR_HOME/bench/targets/<url-slug>-<hash of the URL>/<config>/``) with ``server.log``,
+``load.log`` and, written last, ``result.json``. A rerun skips cells whose ``result.json``
+matches the command it would run now: an interrupted matrix resumes where it stopped (also
+from a folder named the way envmgr did before the hash, where its result names the same URL).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import socket
 import threading
 import time
@@ -30,7 +30,8 @@ from envmgr.targets.urls import split_url
 from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer, log_tail
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
-from envmgr.bench.results import CellResult, EnvInfo, LoadResult, ServedBy, read_result, relative_spread, write_result
+from envmgr.bench.results import (CellResult, EnvInfo, LoadResult, ServedBy, legacy_target_folder, read_result,
+                                  relative_spread, target_folder, write_result)
 from envmgr.bench.triage import load_signatures, triage_file
 from envmgr.errors import BackendError, UsageError
 from envmgr.findings import Finding, root_cause
@@ -50,6 +51,7 @@ class Env:
     url: str
     spec: Spec  # the stack this environment holds (rules are evaluated against it)
     results_dir: Path
+    legacy_dir: Path | None = None  # where results of a URL went before folders were keyed by it
 
     @property
     def sglang(self) -> str | None:
@@ -84,6 +86,18 @@ class Cell:
     @property
     def blocked(self) -> bool:
         return any(p.fatal for p in self.problems)
+
+    def recorded(self) -> CellResult | None:
+        """This cell's result from an earlier run: in its folder, else in the folder envmgr used
+        before, but only where that result says it is of this very URL (others shared it)."""
+        done = read_result(self.dir)
+        if done is not None or self.env.legacy_dir is None:
+            return done
+        old_dir = self.env.legacy_dir / self.config
+        old = read_result(old_dir)
+        if old is None or old.env.backend != self.env.url:
+            return None
+        return replace(old, server_log=str(old_dir / (old.server_log or "server.log")))  # where it really is
 
 
 @dataclass
@@ -136,8 +150,8 @@ def _target_env(url: str, spec: Spec, home: Path) -> Env:
     versions.update(_cuda_version(spec))
     info = EnvInfo(label=f"{spec.metadata.name} @ {url}", generation=None, spec=spec.metadata.name,
                    backend=url, versions=versions)
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", url).strip("_")
-    return Env(info, url, spec, home / "bench" / "targets" / slug)
+    targets = home / "bench" / "targets"
+    return Env(info, url, spec, targets / target_folder(url), legacy_dir=targets / legacy_target_folder(url))
 
 
 def _cuda_version(spec: Spec) -> dict[str, str]:
@@ -230,7 +244,7 @@ def run_matrix(cells: Sequence[Cell], *, rerun: bool = False, limits: Limits | N
     run = MatrixRun(list(cells))
     for index, cell in enumerate(cells, 1):
         name = f"{cell.env.info.label} x {cell.config}"
-        done = None if rerun else read_result(cell.dir)
+        done = None if rerun else cell.recorded()
         if done is not None and done.same_run(cell.command.argv, cell.shown_env, cell.load_argv):
             progress(f"[{index}/{len(cells)}] {name}: done earlier ({done.summary}); --rerun repeats it")
             run.results.append(done)

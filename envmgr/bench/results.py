@@ -1,9 +1,11 @@
 """What one benchmark cell (environment x config) produced, as plain data.
 
-A cell is written to ``generations/N/bench/<config>/result.json`` (atomically, last) beside
-its ``server.log`` and ``load.log``; a cell directory without ``result.json`` is one an
-interrupted ``envmgr bench`` left behind and is run again. ``envmgr report`` reads only
-these files, so a report can be made from recorded results anywhere.
+A cell is written to ``generations/N/bench/<config>/result.json`` (or, for an environment
+named by URL, ``bench/targets/<target_folder(url)>/<config>/``) atomically and last, beside its
+``server.log`` and ``load.log``; a cell directory without ``result.json`` is one an interrupted
+``envmgr bench`` left behind and is run again. ``envmgr report`` reads only these files, so a
+report can be made from recorded results anywhere; ``load_result`` checks each one first (its
+size, its nesting, the type of every field) and names the file and the field it cannot use.
 
 Outcomes:
     ok          the server got ready and the load completed: ``load`` holds the numbers
@@ -16,12 +18,19 @@ Outcomes:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from envmgr.errors import EnvmgrError
 from envmgr.findings import Finding
+from envmgr.records import DamagedRecord, read_json
+from envmgr.severity import ORDER
 
 Outcome = Literal["ok", "crashed", "timeout", "hung", "load_failed", "skipped"]
 OUTCOMES: tuple[str, ...] = ("ok", "crashed", "timeout", "hung", "load_failed", "skipped")
@@ -89,7 +98,8 @@ def relative_spread(runs: tuple[LoadResult, ...], median: LoadResult | None) -> 
     values = sorted(r.output_throughput for r in runs)
     if len(values) < 2 or median is None or not median.output_throughput:
         return None
-    return (values[-1] - values[0]) / median.output_throughput
+    spread = (values[-1] - values[0]) / median.output_throughput
+    return spread if math.isfinite(spread) else None  # absurd recorded numbers: no spread to show
 
 
 @dataclass(frozen=True)
@@ -142,8 +152,9 @@ class CellResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
         load = data.get("load")
+        env = data["env"]  # keys a newer envmgr may add are ignored, as everywhere in the file
         return cls(
-            env=EnvInfo(**data["env"]),
+            env=EnvInfo(**{k: env[k] for k in EnvInfo.__dataclass_fields__ if k in env}),
             config=data["config"],
             outcome=data["outcome"],
             summary=data.get("summary", ""),
@@ -178,8 +189,186 @@ def write_result(cell_dir: Path, result: CellResult) -> Path:
 
 
 def read_result(cell_dir: Path) -> CellResult | None:
-    """The cell's recorded result, or None when it never finished (or the file is damaged)."""
+    """The cell's recorded result, or None when it never finished or its file is damaged: either
+    way ``envmgr bench`` runs the cell again (and the new file replaces the damaged one)."""
     try:
-        return CellResult.from_dict(json.loads((cell_dir / RESULT_FILE).read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
+        return load_result(cell_dir / RESULT_FILE)
+    except DamagedResult:
         return None
+
+
+# --- where a URL environment's results go -------------------------------------------------------
+
+
+def target_folder(url: str) -> str:
+    """The results folder of an environment named by URL: readable, and unique to the exact URL
+    (``venv:///x/a_b`` and ``venv:///x/a/b`` read alike but never share one)."""
+    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:12]
+    return f"{legacy_target_folder(url)[:80]}-{digest}"  # short enough for any file system
+
+
+def legacy_target_folder(url: str) -> str:
+    """The folder envmgr used before ``target_folder``: URLs that differ only where the slug has
+    ``_`` share it, so what it holds counts only where its result.json names the same URL."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", url).strip("_")
+
+
+# --- reading result.json: nothing in it is trusted until checked -------------------------------
+
+MAX_RESULT_BYTES = 4 << 20  # a real one is a few KiB: findings and log_tail are short
+MAX_NAME = 4096  # a label, config, version or id: what heads a column or a row
+MAX_NUMBER = 1e15  # past any throughput, latency or count: sums, ratios and chart axes stay finite
+LATEST_TIME = 253402300800.0  # 10000-01-01: later than any date time.gmtime can write
+
+
+class DamagedResult(EnvmgrError):
+    """A result.json the report cannot use: which file, what is wrong with it, what to do."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path, self.problem = path, problem
+        super().__init__(f"{path}: {problem}", hint=(
+            f"rerun that cell (`envmgr bench SPEC --env ENV --config {path.parent.name} --rerun`) "
+            "or delete the file"))
+
+    @property
+    def warning(self) -> str:
+        """One line: skipped what, why, what to do."""
+        return f"skipped {self.message}; {self.hint}"
+
+
+def load_result(path: Path) -> CellResult:
+    """The result recorded in ``path``, once its size, nesting and every field the report reads
+    have been checked; ``DamagedResult`` (naming the file and the field) for anything else."""
+    data = _read_json(path)
+    try:
+        _CELL(data, "")
+    except _Wrong as wrong:
+        raise DamagedResult(path, str(wrong)) from None
+    return CellResult.from_dict(data)
+
+
+def _read_json(path: Path) -> Any:
+    """The file's JSON value, read the way every recorded file is (``envmgr.records``): a regular
+    file only, at most MAX_RESULT_BYTES, nested at most its MAX_DEPTH."""
+    try:
+        data = read_json(path, MAX_RESULT_BYTES)
+    except DamagedRecord as damaged:
+        raise DamagedResult(path, damaged.why) from None
+    if data is None:
+        raise DamagedResult(path, "is missing")
+    return data
+
+
+class _Wrong(Exception):
+    """A field that is not what the reader needs; its text is the message ("field 'a.b' is ...",
+    or "holds ..." where the whole file is wrong)."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"field '{where}' {problem}" if where else "holds " + problem.removeprefix("is "))
+
+
+Check = Callable[[Any, str], None]  # (value, its field path): raises _Wrong
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as a message names it: its kind, and the value itself where it is short."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        text = repr(value)
+        return f"a number ({text})" if len(text) <= 24 else "a number"
+    if isinstance(value, str):
+        return f"a string ({value!r})" if len(value) <= 40 else f"a string of {len(value)} characters"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _is(expected: str, test: Callable[[Any], bool]) -> Check:
+    def check(value: Any, where: str) -> None:
+        if not test(value):
+            raise _Wrong(where, f"is {_shown(value)}, expected {expected}")
+    return check
+
+
+def _finite(value: Any) -> bool:
+    """A JSON number (not true/false) no bigger than MAX_NUMBER: NaN and the infinities are not."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and -MAX_NUMBER <= value <= MAX_NUMBER
+
+
+def _optional(check: Check) -> Check:
+    def optional(value: Any, where: str) -> None:
+        if value is not None:
+            check(value, where)
+    return optional
+
+
+def _list(item: Check) -> Check:
+    def each(value: Any, where: str) -> None:
+        if not isinstance(value, list):
+            raise _Wrong(where, f"is {_shown(value)}, expected a list")
+        for index, element in enumerate(value):
+            item(element, f"{where}[{index}]")
+    return each
+
+
+def _map(item: Check) -> Check:
+    def each(value: Any, where: str) -> None:
+        if not isinstance(value, dict):
+            raise _Wrong(where, f"is {_shown(value)}, expected an object")
+        for key, element in value.items():
+            item(element, f"{where}.{key}")
+    return each
+
+
+def _object(fields: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
+    """An object with these fields (others are ignored: a newer envmgr may add some)."""
+    def each(value: Any, where: str) -> None:
+        if not isinstance(value, dict):
+            raise _Wrong(where, f"is {_shown(value)}, expected an object")
+        prefix = f"{where}." if where else ""
+        for name in required:
+            if name not in value:
+                raise _Wrong(prefix + name, "is missing")
+        for name, check in fields.items():
+            if name in value:
+                check(value[name], prefix + name)
+    return each
+
+
+def _one_of(choices: tuple[str, ...]) -> Check:
+    return _is("one of " + ", ".join(choices), lambda v: isinstance(v, str) and v in choices)
+
+
+_NUMBER = _is(f"a number between -{MAX_NUMBER:g} and {MAX_NUMBER:g}", _finite)
+_INTEGER = _is("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
+_BOOLEAN = _is("true or false", lambda v: isinstance(v, bool))
+_TEXT = _is("a string", lambda v: isinstance(v, str))
+_NAME = _is(f"a string of at most {MAX_NAME} characters", lambda v: isinstance(v, str) and len(v) <= MAX_NAME)
+_TIME = _is("seconds since 1970 (a date before the year 10000)",
+            lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and 0 <= v < LATEST_TIME)
+_SCALAR = _is("a string, a number, true/false or null",
+              lambda v: v is None or isinstance(v, (str, bool)) or _finite(v))
+_ANY: Check = lambda value, where: None  # noqa: E731  # kept, never read by the report
+
+# result.json's shape, field by field. Where CellResult.from_dict takes null for "none", so do these.
+_LOAD = _object({name: _INTEGER if name == "completed" else _NUMBER for name in LoadResult.__dataclass_fields__},
+                required=tuple(LoadResult.__dataclass_fields__))
+_ENV = _object({"label": _NAME, "generation": _optional(_INTEGER), "spec": _NAME, "backend": _NAME,
+                "versions": _map(_NAME)}, required=("label", "generation", "spec", "backend"))
+_SERVED_BY = _object({"server_version": _optional(_NAME), "test_double": _BOOLEAN, "gpu": _optional(_NAME),
+                      "host": _NAME})
+_FINDING = _object({  # "rule" and "source": the shape before one Finding (Finding.from_dict)
+    "id": _NAME, "rule": _NAME, "severity": _one_of(tuple(ORDER)), "message": _TEXT, "fix": _TEXT,
+    "sources": _optional(_list(_TEXT)), "source": _optional(_TEXT), "field": _TEXT, "where": _optional(_TEXT),
+    "configs": _optional(_list(_NAME)), "flag": _TEXT, "edit": _optional(_map(_ANY)), "title": _TEXT,
+    "line": _INTEGER, "text": _TEXT, "values": _map(_ANY), "rank": _optional(_NAME), "ranks": _optional(_list(_NAME)),
+    "count": _INTEGER, "priority": _INTEGER, "feature": _optional(_NAME)})
+_CELL = _object({
+    "env": _ENV, "config": _NAME, "outcome": _one_of(OUTCOMES), "summary": _TEXT, "argv": _list(_TEXT),
+    "server_env": _map(_TEXT), "load_argv": _list(_TEXT), "startup_s": _optional(_NUMBER),
+    "verdict_after_line_s": _optional(_NUMBER), "load": _optional(_LOAD), "findings": _list(_FINDING),
+    "server_log": _TEXT, "started": _TIME, "finished": _TIME, "served_by": _optional(_SERVED_BY),
+    "load_params": _optional(_map(_SCALAR)), "ran_without": _optional(_list(_NAME)),
+    "log_tail": _optional(_list(_TEXT)), "runs": _optional(_list(_LOAD)), "order": _optional(_INTEGER),
+    "warmup": _optional(_BOOLEAN)}, required=("env", "config", "outcome"))

@@ -27,7 +27,7 @@ import jinja2
 
 from envmgr.inherit import PTH_NAME
 from envmgr.lock import source_args
-from envmgr.secrets import secret_names
+from envmgr.secrets import holding_secrets
 from envmgr.spec import models
 from envmgr.spec.models import Spec
 from envmgr.toolkits import pip_cuda_prefix
@@ -49,6 +49,7 @@ IMAGE_REF_RE = re.compile(models.IMAGE_REF_RE)
 # On the build stage's layers (build cache, not in the final image): prune them with
 # `docker image prune --filter label=dev.envmgr.stage=build`.
 BUILD_STAGE_LABEL = ("dev.envmgr.stage", "build")
+STORE_LABEL = "dev.envmgr.store"  # on the build stage too: gc removes only its own store's stages
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -193,7 +194,7 @@ def image_env(spec: Spec) -> list[tuple[str, str]]:
     prefix = pip_cuda_prefix(spec, VENV)
     if prefix is not None and "CUDA_HOME" not in spec.env:
         env["CUDA_HOME"] = str(prefix)
-    secret = secret_names(spec)
+    secret = holding_secrets(spec)  # a value that holds a secret is one: `docker history` shows ENV
     env.update({name: _as_text(value) for name, value in spec.env.items() if name not in secret})
     return list(env.items())
 
@@ -216,6 +217,7 @@ def render_dockerfile(
     envmgr_version: str,
     spec_digest: str,
     template_dir: Path = TEMPLATE_DIR,
+    store: str = "",
 ) -> str:
     """The Dockerfile text for ``spec``; ``lock_name`` (and ``wheelhouse/``) are in the context."""
     if not FILE_NAME_RE.fullmatch(lock_name):
@@ -223,7 +225,7 @@ def render_dockerfile(
     lock_path = ENVMGR_ROOT / lock_name
     context = {
         "base_image": base_image,
-        "build_labels": [BUILD_STAGE_LABEL],
+        "build_labels": [BUILD_STAGE_LABEL, *([(STORE_LABEL, store)] if store else [])],
         "python_check": [base_python(spec), "-c", PYTHON_VERSION_CHECK, spec.python.version],
         "create_venv": [base_python(spec), "-m", "venv",
                         *(["--without-pip"] if spec.python.inherit is not None else []), str(VENV)],

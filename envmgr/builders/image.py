@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import envmgr
+from envmgr import confine
 from envmgr.builders.base import Build, Builder, Realized, Step, package_changes, resolve_step
 from envmgr.builders.dockerfile import INHERIT_PTH, WHEELHOUSE_DIR, base_python, render_dockerfile
 from envmgr.errors import BackendError, UsageError
@@ -85,7 +86,7 @@ class ImageBuilder(Builder):
                             + (", wheelhouse" if settings.wheelhouse else "")
                             + (", inherit.pth (the base image's site-packages, after the venv's own)" if inherit else ""),
                  lambda build: write_context(build.loaded, build.lock, build.workdir / CONTEXT_DIR, settings,
-                                             build.progress,
+                                             build.progress, build.workdir.parent.parent,
                                              self._base_interpreter(spec, settings.base).sites if inherit else None)),
             Step("image", f"build {settings.repository}:<context hash> from {settings.base} ({mode}; "
                           f"reused when it exists): {package_changes(actions)}",
@@ -185,7 +186,8 @@ class ImageBuilder(Builder):
 
 
 def write_context(loaded: LoadedSpec, lock: str, context: Path, settings: BuildSettings,
-                  progress: Progress, inherit_sites: Sequence[str] | None = None) -> None:
+                  progress: Progress, store_root: Path | None = None,
+                  inherit_sites: Sequence[str] | None = None) -> None:
     """The build context: Dockerfile, the lock, offline the wheelhouse and, for python.inherit,
     the .pth that shows the base image's site-packages after the venv's own; nothing else."""
     spec = loaded.spec
@@ -198,7 +200,8 @@ def write_context(loaded: LoadedSpec, lock: str, context: Path, settings: BuildS
         download_wheelhouse(spec, context / LOCK_NAME, context / WHEELHOUSE_DIR, prefixed(progress, "pip"))
     dockerfile = render_dockerfile(spec, base_image=settings.base, lock_name=LOCK_NAME,
                                    wheelhouse=settings.wheelhouse, envmgr_version=envmgr.__version__,
-                                   spec_digest=loaded.digest)
+                                   spec_digest=loaded.digest,
+                                   store=confine.store_id(store_root) if store_root is not None else "")
     (context / "Dockerfile").write_text(dockerfile, encoding="utf-8")
 
 

@@ -10,7 +10,6 @@ The driver and system toolkits are the host's own: checked before, never built h
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -18,17 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envmgr import failpoints
+from envmgr import confine, failpoints
 from envmgr.builders.base import Build, Builder, Realized, Step, package_changes, resolve_step
-from envmgr.errors import BackendError
+from envmgr.errors import BackendError, UsageError
 from envmgr.inherit import PTH_NAME, closure, pin_problems, pth_text, read_interpreter, unmet_by_inherited
 from envmgr.lock import source_args, uv_binary
 from envmgr.progress import prefixed
+from envmgr.secrets import secret_names
 from envmgr.state import write_atomic
 from envmgr.targets.base import CommandResult
 from envmgr.targets.process import stream
 from envmgr.targets.urls import make_url, split_url, venv_installer
-from envmgr.targets.venv import ENV_FILE, PATH_PREPEND
+from envmgr.targets.venv import ENV_FILE, PATH_PREPEND, env_file_text
 from envmgr.toolkits import pip_cuda_prefix
 
 if TYPE_CHECKING:
@@ -93,12 +93,12 @@ class VenvBuilder(Builder):
 
     def _create(self, build: Build, root: str) -> None:
         venv = Path(root) / f"generation-{build.workdir.name}" if root else build.workdir / "venv"
-        if venv.exists():  # another home's generation N, or a leftover: never built over
-            raise BackendError(f"{venv} already exists", hint="remove it, or give realize.venv.path another folder")
+        if root:
+            self._claim(build, Path(root), venv)
         python = self._base_python(build.loaded.spec)
         build.progress(f"creating the venv at {venv} from {python}")
         if self.installer == "uv":
-            argv = [uv_binary(), "venv", "--quiet", "--python", python, str(venv)]
+            argv = [uv_binary(), "venv", "--quiet", "--allow-existing", "--python", python, str(venv)]
         elif build.loaded.spec.python.inherit is not None:  # ensurepip's pip and setuptools would shadow the base's
             argv = [python, "-m", "venv", "--without-pip", str(venv)]
         else:
@@ -107,6 +107,25 @@ class VenvBuilder(Builder):
         failpoints.reach("venv-created")
         build.realized = Realized(make_url("venv", str(venv)), str(venv), build.lock,
                                   {"python": str(python), "installer": self.installer})
+
+    def _claim(self, build: Build, root: Path, venv: Path) -> None:
+        """Make ``ROOT/generation-N`` this store's, with its owner mark (what gc and the next
+        apply trust, never a recorded path); a venv an interrupted apply of this very number
+        left there is removed first, anything else refused."""
+        store_root = build.workdir.parent.parent  # HOME/generations/N
+        number = int(build.workdir.name)
+        if confine.real(root) == confine.real(store_root) or confine.real(store_root) in confine.real(root).parents:
+            raise UsageError(f"realize.venv.path {root} lies inside the store {store_root}",
+                             hint="give venvs a folder of their own outside the store (or leave "
+                                  "realize.venv.path empty: the venv is then the generation's own)")
+        if venv.exists() or venv.is_symlink():
+            if confine.owned_outside(store_root, number, str(venv)) is None:
+                raise BackendError(f"{venv} already exists and is not an unfinished venv of this store's "
+                                   f"generation {number}", hint="remove it, or give realize.venv.path another folder")
+            build.progress(f"removing {venv}: left by an apply of generation {number} that was interrupted")
+            confine.remove_tree(root, venv, f"the unfinished venv of generation {number}")
+        venv.mkdir(parents=True)
+        confine.mark_owner(venv, store_root, number)  # before anything else: a kill after it leaves it claimable
 
     def _install(self, build: Build) -> None:
         venv = Path(_realized(build).location)
@@ -137,8 +156,8 @@ class VenvBuilder(Builder):
             # Only after the install: the installer never sees (so never removes) the base's packages.
             self._inherit(build, venv)
         extra = toolkit_environment(spec, venv)
-        # 0600: it is where the environment's secrets live (envmgr.secrets), for run and start
-        write_atomic(venv / ENV_FILE, json.dumps(extra, indent=2, sort_keys=True), mode=0o600)
+        # 0600: it is where the environment's secrets live (envmgr.secrets), for run and start, and their names
+        write_atomic(venv / ENV_FILE, env_file_text(extra, secret_names(spec)), mode=0o600)
 
     def _inherit(self, build: Build, venv: Path) -> None:
         spec = build.loaded.spec

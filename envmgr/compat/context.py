@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from envmgr.compat.kb import KERNEL_PACKAGES
 from envmgr.model_config import int_field, model_config
-from envmgr.spec.models import Spec, canonical_name
+from envmgr.spec.models import MAX_FLAG_NUMBER, Spec, canonical_name
 from envmgr.versions import exact_pin, local_cuda_tag, lowest_version, major
 
 if TYPE_CHECKING:  # facts pull in their collectors; validate needs only the type
@@ -305,7 +305,10 @@ def _first(flags: dict[str, Any], *names: str) -> Any:
 
 
 def _int(value: Any) -> int | None:
+    """A flag's whole number; None for no value, text that is not one, or one beyond 64 bits (a
+    spec refuses such a number, not such text: products of them would be too big to show)."""
     try:
-        return int(value) if value is not None and value is not True else None
+        number = int(value) if value is not None and value is not True else None
     except (TypeError, ValueError):
         return None
+    return number if number is None or abs(number) <= MAX_FLAG_NUMBER else None

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from envmgr.compat.context import Context, config_context, stack_context
 from envmgr import severity
@@ -74,7 +74,7 @@ def _holds(cond: Condition, ctx: Context) -> bool:
 def _version(value: Any) -> Version | None:
     try:
         return Version(str(value)) if value is not None else None
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of over 4300 digits that int() refuses (a fact)
         return None
 
 
@@ -98,10 +98,16 @@ def _compare_versions(test):
 def _compare_numbers(test):
     def op(left: Any, right: Any) -> bool:
         try:
-            return left is not None and right is not None and test(float(left), float(right))
+            return left is not None and right is not None and test(_number(left), _number(right))
         except (TypeError, ValueError):
             return False
     return op
+
+
+def _number(value: Any) -> int | float:
+    """A fact as a number: ints as they are (float() of one past 1e308 overflows; Python
+    compares an int with a float exactly), text through float()."""
+    return value if isinstance(value, int | float) else float(value)
 
 
 # Unknown (None) operands make every test false, except absent / ne / not_in / not_matches,

@@ -7,11 +7,19 @@ page, the chart and the comparison as JSON for ``envmgr report``.
 
 A cell without numbers shows why: its outcome and, when triage found one, the root cause's
 id and the most actionable clause of its fix; the page adds the full message, fix and log line.
+
+Every label, config name, message and log line comes from files anyone can write, and each
+renderer shows it as plain text: the terminal through ``visible`` (no control character
+reaches the terminal) and rich ``Text`` (no markup), the page autoescaped, the chart with
+mathtext off (a ``$`` is a dollar sign). The result.json files that could not be read are
+listed on the page and in report.json (``Comparison.skipped``).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -22,9 +30,12 @@ from jinja2 import Environment, StrictUndefined
 from rich.table import Table
 from rich.text import Text
 
+from envmgr.bench.collect import Results
 from envmgr.bench.results import CellResult, EnvInfo, LoadResult
 from envmgr.findings import root_cause
+from envmgr.report.printer import visible
 from envmgr.report.tables import rich_console
+from envmgr.userfiles import check_writable, output_dir, write_user_file
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -113,10 +124,20 @@ class RunInfo:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A result.json left out of the report: which, why, what to do."""
+
+    path: str
+    problem: str
+    hint: str
+
+
+@dataclass(frozen=True)
 class Comparison:
     envs: tuple[EnvInfo, ...]  # the columns, by generation then label
     rows: tuple[Row, ...]  # configs in first-seen order
     runs: tuple[RunInfo, ...] = ()  # one per column
+    skipped: tuple[Skipped, ...] = ()  # damaged result.json files (Results.skipped)
 
     @property
     def baseline(self) -> str | None:
@@ -129,7 +150,10 @@ class Comparison:
 
 def comparison(cells: Iterable[CellResult]) -> Comparison:
     """Columns by generation (unnumbered last) then label; rows in the bench spec's order (as
-    recorded; first seen where a record has none); a cell run twice keeps the later one."""
+    recorded; first seen where a record has none); a cell run twice keeps the later one. Given
+    ``Results`` (``envmgr.bench.collect``), the files it skipped are kept in ``skipped``."""
+    skipped = tuple(Skipped(str(d.path), d.problem, d.hint or "") for d in cells.skipped) \
+        if isinstance(cells, Results) else ()
     latest: dict[tuple[str, str], CellResult] = {}
     envs: dict[str, EnvInfo] = {}
     configs: dict[str, tuple[int, int]] = {}  # config -> (its place in the spec, first seen)
@@ -144,7 +168,7 @@ def comparison(cells: Iterable[CellResult]) -> Comparison:
     ordered = sorted(configs, key=lambda c: configs[c])
     rows = tuple(_row(config, [latest.get((env.label, config)) for env in columns]) for config in ordered)
     runs = tuple(_run_info([c for (label, _), c in latest.items() if label == env.label]) for env in columns)
-    return Comparison(envs=columns, rows=rows, runs=runs)
+    return Comparison(envs=columns, rows=rows, runs=runs, skipped=skipped)
 
 
 def _run_info(cells: list[CellResult]) -> RunInfo:
@@ -185,6 +209,7 @@ def _ok_throughput(result: CellResult | None) -> float | None:
 def _cell(result: CellResult, reference: float | None, reference_spread: float | None = None) -> Cell:
     throughput = _ok_throughput(result)
     share = throughput / reference if throughput is not None and reference else None
+    share = share if share is None or math.isfinite(share) else None  # absurd records: no ratio
     values = [r.output_throughput for r in result.runs] if throughput is not None else []
     spreads = [s for s in (result.spread, reference_spread) if s is not None]
     # two numbers whose runs overlap this much cannot be told apart: the ratio is noise
@@ -219,8 +244,12 @@ def short_fix(fix: str, limit: int = 60) -> str:
     clauses = [c.strip(" .") for c in _CLAUSE_END.split(fix) if c.strip(" .")]
     if not clauses:
         return ""
-    chosen = next((c for c in clauses if _FLAG.search(c)), clauses[0])
-    return chosen if len(chosen) <= limit else chosen[: limit - 1].rstrip() + "…"
+    return clip(next((c for c in clauses if _FLAG.search(c)), clauses[0]), limit)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis saying so."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,35 +297,46 @@ def _chart_value(cell: Cell | None) -> str:
 
 
 def render_terminal(comp: Comparison, console: Console | None = None) -> None:
-    """A table of configs x environments; data goes in as Text, so it is never read as markup."""
+    """A table of configs x environments. Data goes in as Text (never read as markup) and
+    through ``visible`` (never obeyed as a control sequence): see ``_shown``."""
     console = console or rich_console()
     table = Table(title="output throughput by config and environment", show_lines=True)
     table.add_column("config", style="bold")
     for index, env in enumerate(comp.envs):
-        heading = Text(env.label, style="bold")
+        heading = _shown(env.label, "bold")
         for name, version in env.versions.items():  # one per line keeps the columns narrow
-            heading.append(f"\n{name} {version}", style="dim")
+            heading.append_text(_shown(f"\n{name} {version}", "dim"))
         run = comp.runs[index] if index < len(comp.runs) else None
         for line in run.lines if run else ():
-            heading.append(f"\n{line}", style="bold yellow" if "TEST DOUBLE" in line else "dim")
+            heading.append_text(_shown(f"\n{line}", "bold yellow" if "TEST DOUBLE" in line else "dim"))
         table.add_column(heading)
     for row in comp.rows:
-        table.add_row(Text(row.config), *(_terminal_cell(row, i, cell) for i, cell in enumerate(row.cells)))
+        table.add_row(_shown(row.config), *(_terminal_cell(row, i, cell) for i, cell in enumerate(row.cells)))
     console.print(table)
     failed = [(row, cell) for row in comp.rows for cell in row.cells if cell and cell.failure and cell.failure.fix]
-    for row, cell in failed:  # the table shortens each fix; here it is whole
-        line = Text(f"{row.config} @ {cell.env}: ", style="bold")
-        line.append(cell.failure.fix)
+    for row, cell in failed:  # the table shortens each fix; here it is whole (a real one is)
+        line = _shown(f"{row.config} @ {cell.env}: ", "bold")
+        line.append_text(_shown(cell.failure.fix, limit=_WHOLE))
         console.print(line)
+
+
+# A table cell holds a few lines (the page has the rest); a whole fix is under 1000 characters.
+_IN_TABLE, _WHOLE = 300, 4000
+
+
+def _shown(data: str, style: str = "", limit: int = _IN_TABLE) -> Text:
+    """Recorded data as the terminal shows it: literal text (never markup), its control
+    characters escaped, clipped where a damaged record would fill the screen."""
+    return Text(clip(visible(data), limit), style=style)
 
 
 def _terminal_cell(row: Row, column: int, cell: Cell | None) -> Text:
     if cell is None:
         return Text("not run", style="dim")
     if cell.failure:
-        text = Text(cell.failure.headline, style="bold red")
-        text.append(f"\nfix: {cell.failure.short_fix}" if cell.failure.short_fix
-                    else f"\n{cell.failure.message}", style="red")
+        text = _shown(cell.failure.headline, "bold red")
+        text.append_text(_shown(f"\nfix: {cell.failure.short_fix}" if cell.failure.short_fix
+                                else f"\n{cell.failure.message}", "red"))
         return text
     load = cell.load
     assert load is not None  # an ok cell
@@ -309,7 +349,7 @@ def _terminal_cell(row: Row, column: int, cell: Cell | None) -> Text:
         text.append(f"\n{cell.spread_text}", style="dim")
     text.append(f"\nTTFT {ms(load.median_ttft_ms)}")
     if cell.ran_without:
-        text.append(f"\n{cell.without_text.upper()}: not this config's number", style="bold yellow")
+        text.append_text(_shown(f"\n{cell.without_text.upper()}: not this config's number", "bold yellow"))
     return text
 
 
@@ -344,6 +384,7 @@ dt { color: #555; }
 dd { margin: 0; font-variant-numeric: tabular-nums; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; padding: .3em; font-size: .8em; }
 img { max-width: 100%; height: auto; }
+.skipped { color: #8a4b00; }
 </style>
 </head>
 <body>
@@ -405,6 +446,14 @@ no difference. A failed cell shows triage's root cause and its whole fix, and is
 {% endfor %}
 </tbody>
 </table>
+{% if comp.skipped %}
+<h2>Results left out</h2>
+<p>These result.json files could not be read; every other cell is above.</p>
+<ul class="skipped">
+{% for s in comp.skipped %}<li><code>{{ s.path }}</code>: {{ s.problem }}; {{ s.hint }}</li>
+{% endfor %}
+</ul>
+{% endif %}
 </body>
 </html>
 """
@@ -417,11 +466,13 @@ def _html_environment() -> Environment:
     return env
 
 
-def write_html(comp: Comparison, path: Path, png: str | None = PNG_NAME) -> Path:
+def render_html(comp: Comparison, png: str | None = PNG_NAME) -> str:
     """One page, no external resources but the chart PNG (relative to the page) when given."""
-    page = _html_environment().from_string(_PAGE).render(comp=comp, png=png, alt=chart_alt(comp))
-    path.write_text(page, encoding="utf-8")
-    return path
+    return _html_environment().from_string(_PAGE).render(comp=comp, png=png, alt=chart_alt(comp))
+
+
+def write_html(comp: Comparison, path: Path, png: str | None = PNG_NAME, force: bool = True) -> Path:
+    return write_user_file(path, render_html(comp, png), force=force, what="the report page")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,7 +483,11 @@ _PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#
 _DPI = 100
 
 
-def write_png(comp: Comparison, path: Path) -> Path:
+def write_png(comp: Comparison, path: Path, force: bool = True) -> Path:
+    return write_user_file(path, render_png(comp), force=force, what="the chart")
+
+
+def render_png(comp: Comparison) -> bytes:
     """Grouped bars of output throughput (the median run; the runs' range as an error bar); a
     failed cell gets no bar, only its outcome written upright at the axis."""
     # matplotlib is slow to import and only this needs it; Figure + the Agg canvas never touch
@@ -441,6 +496,7 @@ def write_png(comp: Comparison, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
+    from matplotlib.text import Text as ChartText
 
     n_envs = max(len(comp.envs), 1)
     with matplotlib.style.context("default"):
@@ -454,7 +510,7 @@ def write_png(comp: Comparison, path: Path) -> Path:
             colour = _PALETTE[j % len(_PALETTE)]
             for i, row in enumerate(comp.rows):
                 _draw_bar(ax, i + (j - (n_envs - 1) / 2) * width, width, row.cells[j], j, colour, top)
-        ax.set_xticks(range(len(comp.rows)), [row.config for row in comp.rows])
+        ax.set_xticks(range(len(comp.rows)), [_chart_label(row.config) for row in comp.rows])
         ax.set_xlim(-0.5, max(len(comp.rows), 1) - 0.5)
         ax.set_ylim(0, top * 1.3)  # room for the value labels above the tallest bar
         ax.set_ylabel("output throughput (tok/s)")
@@ -463,12 +519,16 @@ def write_png(comp: Comparison, path: Path) -> Path:
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
         ax.spines[["top", "right"]].set_visible(False)
-        handles = [Patch(facecolor=_PALETTE[j % len(_PALETTE)], label=env.label) for j, env in enumerate(comp.envs)]
+        handles = [Patch(facecolor=_PALETTE[j % len(_PALETTE)], label=_chart_label(env.label, 60))
+                   for j, env in enumerate(comp.envs)]
         if handles:
             fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5), frameon=False)
+        for text in fig.findobj(ChartText):  # labels are data: "$x^2$" or "$$" is text, never mathtext
+            text.set_parse_math(False)
         # no Software/date chunks: the same results give the same bytes
-        fig.savefig(path, format="png", dpi=_DPI, metadata={"Software": None})
-    return path
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=_DPI, metadata={"Software": None})
+    return image.getvalue()
 
 
 def _draw_bar(ax: Any, x: float, width: float, cell: Cell | None, column: int, colour: str, top: float) -> None:
@@ -477,13 +537,16 @@ def _draw_bar(ax: Any, x: float, width: float, cell: Cell | None, column: int, c
                     va="bottom", rotation=90, fontsize=8, color="#777777")
         return
     if cell.failure:  # no bar: there is no throughput to draw; upright, as ids are wide
-        ax.annotate(f"\u2717 {cell.failure.headline}", (x, 0), xytext=(0, 4), textcoords="offset points",
-                    ha="center", va="bottom", rotation=90, fontsize=8.5, color="#b00020")
+        ax.annotate(f"\u2717 {_chart_label(cell.failure.headline)}", (x, 0), xytext=(0, 4),
+                    textcoords="offset points", ha="center", va="bottom", rotation=90, fontsize=8.5,
+                    color="#b00020")
         return
     value = cell.throughput or 0.0
     spread = None
     if cell.low is not None and cell.high is not None and cell.runs > 1:
-        spread = [[value - cell.low], [cell.high - value]]  # the slowest and the fastest run
+        # the slowest and the fastest run; a record whose median lies outside its runs would
+        # give a negative arm, which matplotlib refuses
+        spread = [[max(value - cell.low, 0.0)], [max(cell.high - value, 0.0)]]
     if cell.ran_without:  # hatched and labelled: a number, but not of the feature asked for
         ax.bar(x, value, width, color="white", edgecolor=colour, hatch="..", linewidth=1.5, yerr=spread,
                capsize=3, ecolor="#333333")
@@ -493,21 +556,30 @@ def _draw_bar(ax: Any, x: float, width: float, cell: Cell | None, column: int, c
     if column and cell.within_noise:
         label += " (within spread)"
     if cell.ran_without:
-        label += "\n" + cell.without_text
+        label += "\n" + _chart_label(cell.without_text)
     ax.annotate(label, (x, value), xytext=(0, 3), textcoords="offset points", ha="center",
                 va="bottom", fontsize=9)
+
+
+def _chart_label(data: str, limit: int = 40) -> str:
+    """Recorded data as a chart label: one short line, control characters escaped."""
+    return clip(visible(" ".join(data.split())), limit)
 
 
 # ---------------------------------------------------------------------------------------------
 # All of it
 
 
-def write_report(cells: Iterable[CellResult], out_dir: Path) -> dict[str, Path]:
-    """report.html with throughput.png beside it, and report.json (the comparison)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def write_report(cells: Iterable[CellResult], out_dir: Path, force: bool = False) -> dict[str, Path]:
+    """report.html with throughput.png beside it, and report.json (the comparison), in a folder
+    the user names (``envmgr.userfiles``: regular files only, atomic, an existing file only
+    with ``force``). Every target is checked before the first is written: all or none."""
+    out_dir = output_dir(out_dir)
+    targets = {"html": out_dir / HTML_NAME, "png": out_dir / PNG_NAME, "json": out_dir / JSON_NAME}
+    for key, path in targets.items():
+        check_writable(path, force=force, what=f"the report's {key}")
     comp = comparison(cells)
-    png = write_png(comp, out_dir / PNG_NAME)
-    html = write_html(comp, out_dir / HTML_NAME, png=png.name)
-    data = out_dir / JSON_NAME
-    data.write_text(json.dumps(comp.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return {"html": html, "png": png, "json": data}
+    return {"png": write_png(comp, targets["png"], force=force),
+            "html": write_html(comp, targets["html"], png=PNG_NAME, force=force),
+            "json": write_user_file(targets["json"], json.dumps(comp.to_dict(), indent=2) + "\n", force=force,
+                                    what="the report's json")}

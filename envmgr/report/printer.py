@@ -6,11 +6,15 @@ rich, which costs 30-40 ms to import on a cold start and about 2 ms per rendered
 tables (``envmgr report``, ``envmgr verify``) still use rich. Colour follows the common
 conventions: on a terminal only, never with ``NO_COLOR``, always with ``FORCE_COLOR``.
 Piped output is never wrapped, so one item stays on one line for grep.
+
+Text reaches the terminal through ``visible``: a server log line, a URL or a recorded result
+cannot move the cursor, rewrite the line, open a hyperlink or reverse what follows.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -21,6 +25,21 @@ _SGR = {"bold": "1", "dim": "2", "reverse": "7", "red": "31", "green": "32", "ye
         "magenta": "35", "cyan": "36"}
 
 Part = Union[str, tuple[str, str]]  # text, or (text, style)
+
+# C0 controls but tab and newline (layout, not commands), DEL, C1 controls (0x9b is CSI on
+# some terminals), and the Unicode controls that reorder or break what follows.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` as a terminal may show it: each control character written as its escape
+    (ESC as ``\\x1b``, U+202E as ``\\u202e``), so it is seen and never obeyed."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -41,6 +60,8 @@ class Printer:
         self.width = shutil.get_terminal_size().columns if tty else None
 
     def style(self, text: str, style: str = "") -> str:
+        """``text`` made visible (its own controls escaped), then coloured: only envmgr's codes remain."""
+        text = visible(text)
         if not style or not self.color:
             return text
         codes = ";".join(_SGR[word] for word in style.split())
@@ -48,11 +69,12 @@ class Printer:
 
     def line(self, *parts: Part) -> None:
         """One line made of parts: plain strings and ``(text, style)`` pairs."""
-        self.stream.write("".join(self.style(*p) if isinstance(p, tuple) else p for p in parts) + "\n")
+        self.stream.write("".join(self.style(*p) if isinstance(p, tuple) else self.style(p) for p in parts) + "\n")
 
     def indented(self, text: str, indent: int, style: str = "") -> None:
         """``text`` indented; on a terminal, wrapped to its width under the same indent."""
         pad = " " * indent
+        text = visible(text)  # before wrapping: an escape's length is what is shown
         lines = [text]
         if self.width and len(text) + indent > self.width:
             lines = textwrap.wrap(text, max(self.width - indent, 20), break_long_words=False,

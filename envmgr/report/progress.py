@@ -7,7 +7,9 @@ import sys
 import threading
 import time
 
-from envmgr.report.printer import Printer
+from envmgr.report.printer import Printer, visible
+
+
 class TerminalProgress:
     """Progress for people, on stderr. Lines that start with a space are details (a tool's own
     output: uv, docker build steps, a host's task result, a server's log); the others are
@@ -16,7 +18,8 @@ class TerminalProgress:
     On a terminal each milestone stays, and the latest detail is one line rewritten in place
     under it with the milestone's elapsed time; elsewhere (CI, a pipe) only milestones are
     written, unless ``verbose``. ``quiet`` writes nothing: results and errors still do.
-    Colour follows ``envmgr.report.printer`` (never with NO_COLOR)."""
+    Colour follows ``envmgr.report.printer`` (never with NO_COLOR). A line's own control
+    characters (a server log's colours, ``\\r``) are shown escaped: only envmgr moves the cursor."""
 
     def __init__(self, stream=None, *, verbose: bool = False, quiet: bool = False,
                  tty: bool | None = None, clock=None) -> None:
@@ -32,6 +35,7 @@ class TerminalProgress:
     def __call__(self, line: str) -> None:
         if self.quiet:
             return
+        line = visible(line)
         detail = line[:1].isspace()
         with self._lock:
             if self.tty and detail and not self.verbose:

@@ -322,6 +322,8 @@ def _describe(path: Path_, errs: list[dict]) -> tuple[str, str | None, str | Non
         count = len(value) if isinstance(value, (list, dict)) else "more"
         return (f"{count} entries is more than envmgr accepts", f"at most {ctx['max_length']}",
                 "no real stack needs that many; split it over specs that extend a common parent")
+    if kind == "string_too_long":
+        return f"{len(value):,} characters ({_show(value)})", f"at most {ctx['max_length']} characters", None
     if kind == "literal_error":
         options = typing.get_args(_model_at(path))
         return got, ctx.get("expected"), _did_you_mean(value, [str(o) for o in options])

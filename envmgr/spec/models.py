@@ -8,14 +8,15 @@ not a silently ignored setting.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 from urllib.parse import urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (AfterValidator, AllowInfNan, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints,
+                      model_validator)
 
-from envmgr.versions import exact_pin
+from envmgr.versions import exact_pin, specifier_size_problem, version_size_problem
 
 API_VERSION = "envmgr/v1"
 
@@ -45,6 +46,7 @@ MAX_ENV = 500
 MAX_FLAGS = 600
 MAX_CONFIGS = 1000
 MAX_PROBES = 64
+MAX_FLAG_NUMBER = 2 ** 63 - 1  # a whole-number flag value (SGLang's sizes, ports, seeds) fits 64 bits
 
 
 class Model(BaseModel):
@@ -54,6 +56,7 @@ class Model(BaseModel):
 def _check_specifier(value: str) -> str:
     """A PEP 440 specifier; a bare version means an exact pin (``2.9.1`` -> ``==2.9.1``)."""
     value = value.strip()
+    _check_size(specifier_size_problem(value), "a version like 2.9.1 or a specifier like '>=2.9,<2.10'")
     try:
         Version(value)
         return f"=={value}"
@@ -67,6 +70,17 @@ def _check_specifier(value: str) -> str:
         ) from None
     if not value:
         raise ValueError("empty specifier: write a version, or remove the entry")
+    return value
+
+
+def _check_size(problem: str | None, example: str) -> None:
+    # before packaging parses a number of it: Python's int() refuses over 4300 digits
+    if problem:
+        raise ValueError(f"{problem}; write {example}")
+
+
+def _check_toolkit_size(value: str) -> str:
+    _check_size(version_size_problem(value), "a CUDA version like 12.8 or 13.0.2")
     return value
 
 
@@ -102,18 +116,39 @@ def _check_absolute_path(value: str) -> str:
     return value
 
 
+def _check_image_argument(value: str) -> str:
+    # The image's Dockerfile writes it into a RUN or COPY argument, where the builder would read
+    # a '$' as a variable (the renderer refuses one: validation says so first, at the field).
+    if "$" in value:
+        raise ValueError(f"{value!r}: '$' is not allowed here: the image's Dockerfile would read it as a "
+                         "variable (write the path itself, without variables)")
+    return value
+
+
 Name = Annotated[str, StringConstraints(pattern=NAME_RE)]
 Specifier = Annotated[str, AfterValidator(_check_specifier)]
 Arch = Annotated[str, StringConstraints(pattern=ARCH_RE)]
 PackageName = Annotated[str, StringConstraints(pattern=PACKAGE_RE)]
 EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME_RE)]
 FlagName = Annotated[str, StringConstraints(pattern=FLAG_RE)]
-ToolkitVersion = Annotated[str, StringConstraints(pattern=TOOLKIT_VERSION_RE)]
+ToolkitVersion = Annotated[str, StringConstraints(pattern=TOOLKIT_VERSION_RE), AfterValidator(_check_toolkit_size)]
 ArgvText = Annotated[str, AfterValidator(_check_argv_text)]
 AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
+# A path an image's build runs (the base image's interpreter)
+ImageCommandPath = Annotated[AbsolutePath, AfterValidator(_check_image_argument)]
 FiniteFloat = Annotated[float, AllowInfNan(False)]
+
+
+def _check_flag_number(value: Any) -> Any:
+    # before the union: a float would take a whole number an int may not (rounded)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FLAG_NUMBER:
+        raise ValueError(f"a whole number of {len(str(abs(value)))} digits: no server option takes one beyond "
+                         f"64 bits (at most ±{MAX_FLAG_NUMBER:,}); write the value the option takes")
+    return value
+
+
 # A flag's value: true = bare flag, false/null = absent (lets an overlay drop a common flag).
-FlagValue = Union[bool, int, FiniteFloat, ArgvText, None]
+FlagValue = Annotated[Union[bool, int, FiniteFloat, ArgvText, None], BeforeValidator(_check_flag_number)]
 EnvValue = Union[Annotated[str, AfterValidator(_check_env_text)], int, float, bool]
 
 
@@ -224,7 +259,7 @@ class WheelSources(Model):
 
 
 class Inherit(Model):
-    python: AbsolutePath = Field(
+    python: ImageCommandPath = Field(
         "", description="The base interpreter whose packages the environment sees (default: the "
                         "interpreter the venv is made from; in an image, the base image's python3)")
     packages: list[PackageName] = Field(

@@ -9,6 +9,8 @@ then earlier merged mappings win over later ones.
 
 from __future__ import annotations
 
+import os
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,8 +55,7 @@ def read_source(path: Path) -> Source:
     """Read a YAML file; a missing, huge, non-UTF-8 file or bad YAML is a ``SpecError``."""
     name = str(path)
     try:
-        with open(path, "rb") as f:  # at most MAX_BYTES + 1: /dev/zero or a FIFO must not hang us
-            data = f.read(MAX_BYTES + 1)
+        data = read_at_most(path, MAX_BYTES + 1)  # /dev/zero or a FIFO with no writer must not hang us
     except FileNotFoundError:
         raise SpecError([SpecProblem(name, None, "", "file not found")],
                         hint="check the path") from None
@@ -72,6 +73,24 @@ def read_source(path: Path) -> Source:
         raise SpecError([SpecProblem(name, line, "", f"not UTF-8: byte 0x{data[exc.start]:02x} at column "
                                      f"{column}", fix="save the file as UTF-8")]) from None
     return parse_source(text, name)
+
+
+def read_at_most(path: Path, limit: int) -> bytes:
+    """Up to ``limit`` bytes. Opened non-blocking, so that a FIFO nobody writes to opens at once
+    (and then reads as empty), then read blocking: a pipe (``<(cat spec)``) still gives all of it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size < limit:
+            chunk = os.read(fd, min(1 << 20, limit - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def parse_source(text: str, name: str) -> Source:

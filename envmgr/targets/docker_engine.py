@@ -107,14 +107,15 @@ def _lookup(ref: str) -> dict[str, Any] | None | object:
             return _UNKNOWN
 
 
-def dangling_images(label: str) -> list[tuple[str, int]]:
-    """``(id, size)`` of the untagged images with ``label`` (``key=value``); none without an engine."""
+def dangling_images(labels: list[str]) -> list[tuple[str, int]]:
+    """``(id, size)`` of the untagged images with every one of ``labels`` (``key=value``); none
+    without an engine."""
     with engine_if_reachable() as api:
         if api is None:
             return []
         try:
             with translated("listing dangling images"):
-                images = api.images(filters={"dangling": True, "label": label})
+                images = api.images(filters={"dangling": True, "label": labels})
         except BackendError:
             return []
         return [(str(i["Id"]), int(i.get("Size") or 0)) for i in images]

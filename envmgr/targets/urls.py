@@ -44,10 +44,17 @@ def default_url(spec: Spec) -> str:
 
 
 def make_url(scheme: str, path: str = "", **params: str) -> str:
-    """A target or builder URL from parts: the path is quoted (a '?' or '#' in it stays part of it),
-    parameters are encoded; ``split_url`` gives the same parts back."""
+    """A target or builder URL from parts: the path is percent-encoded (``url_path``), parameters
+    are encoded; ``split_url`` gives the same parts back, for any path."""
     query = f"?{urlencode(params)}" if params else ""
-    return f"{scheme}://{quote(path, safe='/:@')}{query}"
+    return f"{scheme}://{url_path(path)}{query}"
+
+
+def url_path(path: str) -> str:
+    """``path`` as a URL holds it: every byte but letters, digits, ``/:@_.-~`` percent-encoded,
+    so a ``?``, ``#``, ``%``, space or newline stays part of the path. ``surrogateescape``: a
+    file name that is not UTF-8 keeps its exact bytes."""
+    return quote(path, safe="/:@", errors="surrogateescape")
 
 
 def split_url(url: str) -> tuple[str, str, dict[str, str]]:
@@ -58,7 +65,7 @@ def split_url(url: str) -> tuple[str, str, dict[str, str]]:
                          hint="use local://, venv://[PATH], docker://REPOSITORY or ansible://GROUP?inventory=FILE")
     path, _, query = rest.partition("?")
     params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
-    return scheme, unquote(path), params
+    return scheme, unquote(path, errors="surrogateescape"), params
 
 
 def venv_installer(url: str) -> str:

@@ -2,22 +2,44 @@
 
 Every command gets the venv's recorded environment (``envmgr-env.json``, written 0600 by the
 venv builder): the spec's env plus ``CUDA_HOME``/``PATH`` of a pip-wheel toolkit, then the
-venv's ``bin`` first on PATH, as an activated venv has it.
+venv's ``bin`` first on PATH, as an activated venv has it. The same file records which of its
+variables are secrets (``SECRET_NAMES``): it is as hard to rewrite as the secrets themselves,
+unlike the generation's ``spec.yaml``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envmgr.errors import BackendError
+from envmgr.records import read_env_file
 from envmgr.targets.base import CommandResult, Service, Target
 from envmgr.targets.local import LocalTarget
+from envmgr.targets.urls import make_url
 
 ENV_FILE = "envmgr-env.json"
 PATH_PREPEND = "PATH_PREPEND"  # the recorded directories that go before the host's PATH
+# The recorded secret names: a key no variable can have (not a shell name), so never one of them.
+SECRET_NAMES = "__envmgr.secret_names"
+
+
+def env_file_text(env: Mapping[str, Any], secrets: Iterable[str]) -> str:
+    """What the venv builder writes to ``ENV_FILE``: the variables, and which are secrets."""
+    return json.dumps({**env, SECRET_NAMES: sorted(set(secrets))}, indent=2, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a venv's ``ENV_FILE`` holds."""
+
+    variables: dict[str, str]
+    path_prepend: tuple[str, ...] = ()
+    secrets: frozenset[str] | None = None  # None: a file that records no secret names (older, or not envmgr's)
 
 
 class VenvTarget(Target):
@@ -31,22 +53,38 @@ class VenvTarget(Target):
         if not path:
             raise BackendError("venv:// names no venv to run in",
                                hint="apply a spec first (its generation has one), or name one: venv:///path/to/venv")
-        self.path = Path(path)
+        self.path = Path(os.path.abspath(path))  # what is printed for later use must not depend on the cwd
         self._local = LocalTarget()
 
     @property
     def url(self) -> str:
-        return f"venv://{self.path}"
+        return make_url("venv", str(self.path))
 
     @property
     def interpreter(self) -> str:
         return str(self.path / "bin" / "python")
 
+    def missing(self) -> str | None:
+        """What this venv lacks to run anything, or None: commands must never fall back to the host's."""
+        if not self.path.is_dir():
+            return f"there is no venv at {self.path}"
+        if not os.access(self.interpreter, os.X_OK):
+            return f"{self.path} is not a venv: it has no bin/python"
+        return None
+
+    def recorded(self) -> Recorded:
+        """The recorded environment (empty when the venv has no ``ENV_FILE``)."""
+        data = read_env_file(self.path / ENV_FILE)
+        if data is None:
+            return Recorded({})
+        secrets = data.get(SECRET_NAMES)
+        return Recorded({k: v for k, v in data.items() if isinstance(v, str)}, tuple(data.get(PATH_PREPEND) or ()),
+                        None if secrets is None else frozenset(secrets))
+
     def environment(self) -> dict[str, str]:
-        recorded = self.path / ENV_FILE
-        extra = json.loads(recorded.read_text(encoding="utf-8")) if recorded.is_file() else {}
-        path_dirs = [str(self.path / "bin"), *extra.pop(PATH_PREPEND, []), os.environ.get("PATH", "")]
-        return {**extra, "VIRTUAL_ENV": str(self.path), "PATH": os.pathsep.join(p for p in path_dirs if p)}
+        recorded = self.recorded()
+        path_dirs = [str(self.path / "bin"), *recorded.path_prepend, os.environ.get("PATH", "")]
+        return {**recorded.variables, "VIRTUAL_ENV": str(self.path), "PATH": os.pathsep.join(p for p in path_dirs if p)}
 
     def recorded_env_file(self) -> str | None:
         recorded = self.path / ENV_FILE

@@ -177,9 +177,9 @@ def cuda_checks(spec: Spec, python: str) -> list[Check]:
 def env_checks(spec: Spec) -> list[Check]:
     """One check per env var, secrets left out: an image never holds them, and a check
     would print the value it expects."""
-    from envmgr.secrets import secret_names
+    from envmgr.secrets import holding_secrets
 
-    secret = secret_names(spec)
+    secret = holding_secrets(spec)  # a check's title and its expected value are printed
     checks = []
     for name, value in sorted(spec.env.items()):
         if name in secret:

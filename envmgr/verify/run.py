@@ -133,11 +133,25 @@ def split_hosts(hosts: list[str]) -> list[str]:
     return urls
 
 
+MAX_LOCK_BYTES = 16 << 20  # a lock of 500 packages with every hash is under a MiB
+
+
 def read_lock(path: Path | str) -> str:
+    """A lock file's text: bounded, a FIFO with no writer never hangs, bytes that are not
+    UTF-8 are a clear error."""
+    from envmgr.spec.source import read_at_most
+
     try:
-        return Path(path).read_text(encoding="utf-8")
+        data = read_at_most(Path(path), MAX_LOCK_BYTES + 1)
     except OSError as exc:
-        raise UsageError(f"cannot read lock file {path}: {exc}") from exc
+        raise UsageError(f"cannot read lock file {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_LOCK_BYTES:
+        raise UsageError(f"lock file {path} is over {MAX_LOCK_BYTES} bytes: is it the right file?")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"lock file {path} is not UTF-8 text",
+                         hint="a lock is the requirements text `uv pip compile` writes") from None
 
 
 def results_document(spec_path: str, spec: Spec, hosts: list[str],

@@ -20,6 +20,7 @@ import yaml
 from envmgr.builders.base import Realized
 from envmgr.builders.base import realize as build_steps
 from envmgr.builders.dockerfile import BUILD_STAGE_LABEL
+from envmgr.confine import store_id
 from envmgr.builders.image import ImageBuilder
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 from envmgr.facts import collect_facts
@@ -215,7 +216,9 @@ def test_envmgr_run_and_env_in_the_image(first, tmp_path):
     shown = envmgr("env", "--env", f"docker://{first.tag}", "--json")
     assert shown.returncode == 0, shown.stderr
     env = json.loads(shown.stdout)["env"]
-    assert env["ENVMGR_PAYLOAD"] == SHELL_PAYLOAD and env["CUDA_HOME"] == CU13
+    # built outside any store: its values are hidden but for envmgr's own (issue 24)
+    assert env["ENVMGR_PAYLOAD"] == "<redacted>" and env["CUDA_HOME"] == CU13
+    assert "no generation of this store built" in json.loads(shown.stdout)["hidden_because"]
     assert env["PATH"].startswith(f"/opt/envmgr/venv/bin:{CU13}/bin:")
     # `envmgr shell` in an image: the docker CLI's `run -i` of it, commands piped in
     shell = subprocess.run([sys.executable, "-m", "envmgr", "shell", "--env", f"docker://{first.tag}"],
@@ -291,9 +294,11 @@ def test_gc_removes_an_old_generations_image_but_not_one_a_kept_generation_uses(
 
     from envmgr.state import Store
 
-    old = realize(url, write_spec(tmp_path, six="1.17.0"), tmp_path / "generation")  # built by an earlier test
-    assert old.tag != first.tag
     store = Store(tmp_path / "home")
+    # built for this store (its folder under the store's generations/): its build stage carries
+    # the store's label, so this gc may remove it
+    old = realize(url, write_spec(tmp_path, six="1.17.0"), store.generations_dir / "0")
+    assert old.tag != first.tag
     with store.locked():
         for build in (old, first, first):
             gen = store.commit(store.begin(), {"spec_name": "docker-it", "spec_digest": build.tag,
@@ -312,4 +317,6 @@ def test_gc_removes_an_old_generations_image_but_not_one_a_kept_generation_uses(
     with pytest.raises(ImageNotFound):
         docker_client.images.get(old.realized.location)
     docker_client.images.get(first.realized.location)  # the kept generations' image stays
-    assert docker_client.images.list(filters={"dangling": True, "label": "=".join(BUILD_STAGE_LABEL)}) == []
+    # this store's dangling build stages are gone; another store's (the module's first build) are not its to remove
+    mine = {"dangling": True, "label": ["=".join(BUILD_STAGE_LABEL), f"dev.envmgr.store={store_id(store.home)}"]}
+    assert docker_client.images.list(filters=mine) == []

@@ -144,7 +144,7 @@ def test_second_apply_waits_for_none(tmp_path: Path, home: Path):
     with Store(home).locked():
         busy = envmgr(home, "apply", str(spec), "--yes")
     assert busy.returncode == 1
-    assert "another envmgr apply holds" in busy.stderr and "Traceback" not in busy.stderr
+    assert "another envmgr apply (pid " in busy.stderr and " holds " in busy.stderr and "Traceback" not in busy.stderr
 
 
 def test_apply_without_yes_and_without_terminal_refuses(tmp_path: Path, home: Path):
@@ -287,3 +287,58 @@ def test_a_venv_never_plans_the_hosts_driver_it_checks_it(tmp_path: Path, home: 
     # the steps the plan lists are the venv builder's, and none of them touches the driver
     assert [s["step"] for s in planned["steps"]] == ["resolve", "venv", "install", "env"]
     assert not any("driver" in s["summary"] for s in planned["steps"])
+
+
+def test_an_apply_killed_installing_into_a_venv_root_does_not_block_the_next(tmp_path: Path, home: Path):
+    """Issue 24: the orphan ROOT/generation-N of a killed apply made every later apply fail with
+    "generation-N already exists". It carries this store's owner mark: the next apply of that
+    number removes it; one without the mark (another store's, a user's) is still refused."""
+    envs = tmp_path / "envs"
+    spec = write_spec(tmp_path / "small.yaml", extra_env=f"realize: {{backend: venv, venv: {{path: {envs}}}}}\n")
+    killed = envmgr(home, "apply", str(spec), "--yes", env={"ENVMGR_FAILPOINT": "installing"})
+    assert killed.returncode == -signal.SIGKILL
+    assert (envs / "generation-1" / ".envmgr-owner").is_file()  # claimed before anything was installed
+    again = envmgr(home, "apply", str(spec), "--yes")
+    assert again.returncode == 0, again.stderr
+    assert "left by an apply of generation 1 that was interrupted" in again.stderr
+    gen = Store(home).current()
+    assert gen.number == 1 and installed_at(envs / "generation-1", "six") == "1.16.0"
+
+    foreign = envs / "generation-2"
+    (foreign / "bin").mkdir(parents=True)  # not ours: no owner mark
+    write_spec(spec, six="1.17.0", extra_env=f"realize: {{backend: venv, venv: {{path: {envs}}}}}\n")
+    refused = envmgr(home, "apply", str(spec), "--yes")
+    assert refused.returncode == 1 and "already exists and is not an unfinished venv" in refused.stderr
+    assert (foreign / "bin").is_dir() and Store(home).current().number == 1
+
+
+def installed_at(venv: Path, name: str) -> str:
+    out = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          f"import importlib.metadata as m; print(m.version({name!r}))"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize("point", ["locked", "link-made", "switched"])
+def test_rollback_killed_at_every_step_under_load_leaves_one_usable_current(tmp_path: Path, home: Path, point: str):
+    spec = write_spec(tmp_path / "small.yaml")
+    assert envmgr(home, "apply", str(spec), "--yes").returncode == 0
+    write_spec(spec, six="1.17.0")
+    assert envmgr(home, "apply", str(spec), "--yes").returncode == 0
+    load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]  # a busy machine
+    try:
+        for _ in range(3):
+            killed = envmgr(home, "rollback", "--to", "1", env={"ENVMGR_FAILPOINT": point})
+            assert killed.returncode == -signal.SIGKILL, killed.stderr
+            store = Store(home)
+            now = store.current()  # never none, never damaged: the old link or the new one
+            assert now.number == (1 if point == "switched" else 2)
+            assert Path(now.location, "bin", "python").exists()
+            listing = envmgr(home, "generations", "--json")
+            assert listing.returncode == 0 and "damaged" not in listing.stdout
+            assert envmgr(home, "rollback", "--to", "2").returncode in (0,)  # the next switch works
+            assert not list(home.glob(".current.*"))  # a killed switch's link does not pile up
+    finally:
+        for proc in load:
+            proc.kill()
+            proc.wait()

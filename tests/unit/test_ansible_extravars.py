@@ -230,16 +230,21 @@ def test_every_string_reaches_ansible_marked_unsafe_in_a_0600_file(tmp_path, mon
                    "list": [{"__ansible_unsafe": "a"}, {"b": {"__ansible_unsafe": "c"}}]},
         "envmgr_group": {"__ansible_unsafe": "all"}}
     calls = []
-    fake = types.SimpleNamespace(run=lambda **kwargs: calls.append(kwargs) or types.SimpleNamespace(status="ok"))
+    written = tmp_path / "env" / "extravars"
+
+    def run(**kwargs):  # what ansible-runner finds while it runs (the file is gone after it)
+        calls.append((kwargs, written.stat().st_mode & 0o777, json_module.loads(written.read_text())))
+        return types.SimpleNamespace(status="ok")
+
+    fake = types.SimpleNamespace(run=run)
     monkeypatch.setitem(sys.modules, "ansible_runner", fake)
     monkeypatch.setitem(sys.modules, "ansible_runner.exceptions", types.SimpleNamespace(AnsibleRunnerException=RuntimeError))
     runner.run_runner(tmp_path, "site.yml", tmp_path / "inventory", data, lambda event: None,
                         ident="apply", check=True)
-    (kwargs,) = calls
+    ((kwargs, mode, content),) = calls
     assert "extravars" not in kwargs and "lookup" not in str(kwargs.get("cmdline"))
-    written = tmp_path / "env" / "extravars"
-    assert written.stat().st_mode & 0o777 == 0o600
-    assert json_module.loads(written.read_text()) == backend.unsafe(data)
+    assert mode == 0o600
+    assert content == backend.unsafe(data)
 
 
 def test_ansible_core_reads_the_marker_as_text_it_never_renders(tmp_path):

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Each command with the options it takes (None: a flag without a value) and its positionals.
 COMMANDS = {
     "validate": (["--json", ("--facts",)], 1), "plan": (["--json", ("--from",), ("--facts",)], 1),
+    "advise": (["--json", ("--from",)], 1),
     "triage": (["--json"], 1), "generations": (["--json", ("--home",)], 0),
     "rollback": ([("--to",), "--force", ("--home",)], 0), "status": (["--json", ("--home",)], 0),
     "report": ([("--results",), ("--out",), ("--env",), ("--home",), "--json"], 0), "schema": ([], 0),
@@ -29,9 +30,13 @@ def files(tmp_path_factory):
     (where / "list.json").write_text("[1, 2, 3]")
     (where / "facts.json").write_text('{"driver_version": 5}')
     (where / "a_file").write_text("")
+    real = (ROOT / "specs" / "cuda128.yaml").read_text()  # with numbers past int()'s 4300 digits (issue 24)
+    (where / "huge.yaml").write_text(real.replace('"2.9.1"', f'">={"9" * 5000}"').replace(
+        "--tp-size: 8", f"--tp-size: {'9' * 400}"))
     return [str(ROOT / "specs" / "cuda13.yaml"), str(ROOT / "specs" / "cuda128.yaml"), str(where),
             "/dev/null", str(where / "missing.yaml"), str(where / "bad.yaml"), str(where / "binary.yaml"),
             str(where / "list.json"), str(where / "facts.json"), str(where / "a_file" / "below"),
+            str(where / "huge.yaml"), "9" * 5000,
             str(ROOT / "tests" / "fixtures" / "triage" / "nccl_sglang_8974.log"),
             "docker://Not A Repo", "ansible://all?inventory=/nope.yml", "venv://rel/path", "local://",
             "conda://x", "-5", "0", "99", "1e400", "abc", "", " ", "é", "\x1b[31m"]

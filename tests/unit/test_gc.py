@@ -8,8 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from envmgr.confine import mark_owner
 from envmgr.gc import Garbage, collect, garbage, human, kept, tree_size
 from envmgr.state import Store
+
+
+@pytest.fixture(autouse=True)
+def no_docker_engine(tmp_path, monkeypatch):
+    """gc lists (and `gc --keep 0` removes) the engine's dangling build stages of *any* envmgr
+    build: on a shared daemon those of other sessions' image builds. These tests are about
+    generations: no daemon answers them (in-process, and for the `envmgr gc` they run)."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
 
 
 def generation(store: Store, *, gate_failed: bool = False, venv_root: Path | None = None) -> int:
@@ -19,6 +30,8 @@ def generation(store: Store, *, gate_failed: bool = False, venv_root: Path | Non
         venv = (venv_root / f"generation-{path.name}") if venv_root else path / "venv"
         (venv / "bin").mkdir(parents=True)
         (venv / "bin" / "python").write_bytes(b"x" * 8192)
+        if venv_root:  # what the venv builder writes into a venv it keeps outside the generation
+            mark_owner(venv, store.home, int(path.name))
         gen = store.commit(path, {"spec_name": "s", "spec_digest": path.name, "backend": f"venv://{venv}",
                                   "backend_kind": "venv", "location": str(venv)})
         store.record_gate(gen, ["gpu"] if gate_failed else [], ["gpu"] if gate_failed else [])

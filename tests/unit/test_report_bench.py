@@ -96,7 +96,12 @@ def test_read_cells_skips_an_unfinished_cell(tmp_path, cells):
     (tmp_path / "gen1" / "interrupted").mkdir()
     (tmp_path / "gen1" / "damaged").mkdir()
     (tmp_path / "gen1" / "damaged" / "result.json").write_text("{not json")
-    assert results_under(tmp_path) == [cells[0]]
+    warnings: list[str] = []
+    found = results_under(tmp_path, warn=warnings.append)
+    assert found == [cells[0]]
+    [damaged] = found.skipped  # the interrupted cell is no damage: it never wrote a result
+    assert damaged.path == tmp_path / "gen1" / "damaged" / "result.json" and "not valid JSON" in damaged.problem
+    assert warnings == [damaged.warning]
 
 
 # --- comparison -------------------------------------------------------------------------------

@@ -95,6 +95,7 @@ def case(id: str, text: str | dict[str, str], line: int | str | None, field: str
 
 
 PARENT_COUNT_0 = edit("count: 1", "count: 0")
+HUGE = "9" * 5000  # digits past int()'s 4300
 
 # The YAML cases assert what envmgr adds (the "not valid YAML" prefix, the line, the line of
 # the construct left open, the fix), never PyYAML's own wording, which changes between releases.
@@ -259,6 +260,34 @@ CASES = [
          "cuda.toolkits[0].version", "expected a CUDA version like 12.8"),
     case("toolkit-source", edit("source: apt", "source: conda"), "source:",
          "cuda.toolkits[0].source", "got 'conda'", "'apt', 'pip', 'runfile' or 'image'"),
+    # --- sizes of versions: packaging's int() refuses numbers of over 4300 digits (issue 24) -------
+    case("pin-huge", edit('"2.9.1"', f'"{HUGE}"'), "torch:", "python.packages.torch",
+         "a version of 5,000 characters ('99999999999999999999'...)", "at most 64 characters",
+         "write a version like 2.9.1"),
+    case("pin-exact-huge", edit('"2.9.1"', f'"=={HUGE}"'), "torch:", "python.packages.torch",
+         "a version of 5,000 characters"),
+    case("pin-specifier-huge", edit('"2.9.1"', f'">=2.9,<{HUGE}"'), "torch:", "python.packages.torch",
+         "a version of 5,000 characters"),
+    case("pin-arbitrary-equality-long", edit('"2.9.1"', f'"==={"x" * 65}"'), "torch:",
+         "python.packages.torch", "a version of 65 characters"),
+    case("pin-release-number-11-digits", edit('"2.9.1"', '"2.99999999999"'), "torch:", "python.packages.torch",
+         "'2.99999999999' has a release number of 11 digits", "at most 10 digits per number"),
+    case("pin-specifier-long", edit('"2.9.1"', '"' + ",".join(["!=2.9.0"] * 40) + '"'), "torch:",
+         "python.packages.torch", "a specifier of 319 characters", "at most 256 characters"),
+    case("driver-specifier-huge", edit('"580.95.05"', f'">={HUGE}"'), ">=999", "driver.version",
+         "a version of 5,000 characters", "or a specifier like '>=2.9,<2.10'"),
+    case("toolkit-version-huge", edit('- version: "12.8"', f'- version: "12.{HUGE}"'), "- version",
+         "cuda.toolkits[0].version", "a version of 5,003 characters", "write a CUDA version like 12.8"),
+    case("select-release-number-11-digits", edit('select: "12.8"', 'select: "12.80000000000"'), "select:",
+         "cuda.select", "has a release number of 11 digits"),
+    case("flag-number-beyond-64-bits", edit("--tp-size: 1", f"--tp-size: {'9' * 400}"), "--tp-size",
+         "benchmarks.server_flags.--tp-size", "a whole number of 400 digits", "64 bits"),
+    case("base-image-too-long", edit("  ansible:\n", f"  docker: {{base_image: {'a' * 300}}}\n  ansible:\n"),
+         "docker:", "realize.docker.base_image", "300 characters ('aaaa", "expected at most 255 characters"),
+    # --- what the image's Dockerfile refuses (issue 24) ------------------------------------------------
+    case("inherit-python-variable", edit('    torch: "2.9.1"\n', '    torch: "2.9.1"\n  inherit: '
+                                         '{python: "/opt/$HOME/bin/python3", packages: [torch]}\n'),
+         "inherit:", "python.inherit.python", "'$' is not allowed here", "read it as a variable"),
     # --- python -------------------------------------------------------------------------------
     case("python-2", edit('"3.12"', '"2.7"'), "2.7", "python.version",
          "got '2.7'; expected a Python version like 3.12"),

@@ -5,27 +5,33 @@
 (b) the data of specs/cuda128.yaml, randomly mutated (keys deleted, renamed, inserted,
     values replaced by random JSON-like data), dumped to YAML and loaded from a file,
     either loads or raises a ``SpecError`` whose problems all carry a message and the
-    line where the offending key is written.
+    line where the offending key is written;
+(c) whatever text is put into any text field of the spec model (each hostile character in
+    each field, and random text in one or two at once), the spec is refused by validation or
+    its Dockerfile renders: the renderer never refuses what validation accepted (issue 24).
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import types
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from envmgr.errors import EnvmgrError, SpecError, UsageError
 from envmgr.spec import load_spec
 from envmgr.spec.load import validate
 from envmgr.spec.models import Spec
 from envmgr.spec.source import dotted, parse_source
+from test_dockerfile import instructions  # the shape of a rendered Dockerfile (tests/unit)
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 SPEC_TEXT = (SPECS / "cuda128.yaml").read_text()
@@ -238,3 +244,178 @@ def check_problems(exc: SpecError, file: Path, spec: dict, text: str) -> None:
             # the field is in the file: the problem must point at the line where its key is
             event("line of a written key checked")
             assert written[0][-1] in lines[problem.line - 1], (problem, lines[problem.line - 1])
+
+
+# --- (c) what validation accepts, the Dockerfile renderer takes -------------------------------
+
+def text_fields(model: type[BaseModel] = Spec, path: tuple = ()) -> list[tuple]:
+    """The path of every text the spec model takes: its str fields, the keys and values of its
+    mappings (ANY: the mapping's first entry), the first item of its lists, in every sub-model."""
+    return [p for name, info in model.model_fields.items() for p in _text_paths(info.annotation, (*path, name))]
+
+
+def _text_paths(annotation: Any, path: tuple) -> list[tuple]:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return text_fields(annotation, path)
+    if annotation is str:
+        return [path]
+    if origin is typing.Annotated:
+        return _text_paths(args[0], path)
+    if origin in (typing.Union, types.UnionType):
+        return list(dict.fromkeys(p for arg in args for p in _text_paths(arg, path)))
+    if origin is dict:
+        return _text_paths(args[0], (*path, KEY)) + _text_paths(args[1], (*path, ANY))
+    if origin is list:
+        return _text_paths(args[0], (*path, 0))
+    return []
+
+
+KEY = "<key>"  # in a path: the mapping's first key itself
+ANY = "<any>"  # in a path: the value of the mapping's first entry
+
+# A spec with every part the image renders from: index URLs, find-links, an inheriting base
+# interpreter, a docker backend, env, flags and a pip toolkit.
+RENDERED = {
+    "apiVersion": "envmgr/v1",
+    "metadata": {"name": "render", "description": "d", "version": "1"},
+    "hardware": {"gpu": {"arch": "sm_90", "model": "H200"}},
+    "driver": {"version": ">=580"},
+    "cuda": {"toolkits": [{"version": "13.0", "source": "pip", "prefix": "/usr/local/cuda-13.0"}]},
+    "python": {
+        "version": "3.12", "torch_cuda": "cu130", "index_url": "https://download.example/whl/cu130",
+        "packages": {"torch": "2.11.0", "six": "1.16.0"},
+        "sources": {"find_links": ["/opt/wheels"], "index_url": "https://pypi.example/simple",
+                    "extra_index_urls": ["https://extra.example/simple"]},
+        "inherit": {"python": "/opt/torch/.venv/bin/python3", "packages": ["torch"]},
+    },
+    "env": {"ENVMGR_X": "1"},
+    "secrets": {"ENVMGR_X": False},
+    "realize": {"backend": "docker",
+                "docker": {"base_image": "nvidia/cuda:13.0.2-devel-ubuntu24.04", "tag": "envmgr/render"},
+                "venv": {"path": "/opt/envmgr/render"},
+                "ansible": {"inventory": "hosts.yml", "group": "gpus", "serial": "25%"}},
+    "probes": {"required": ["gpu"]},
+    "benchmarks": {"model_path": "/models/m", "server_flags": {"--tp-size": 1},
+                   "configs": {"baseline": {"flags": {"--port": 30000}, "env": {"ENVMGR_X": "1"}}},
+                   "load": {"dataset_path": "/data/d.json"}},
+}
+TEXT_FIELDS = text_fields()
+
+# What a shell, a Dockerfile, a URL or a YAML reader may read as syntax, and characters that end
+# or hide a line.
+SYNTAX = list("$`\\\"'{}()[]<>|&;*?#%!~=:, \t\n\r\x00\x0b\x0c\x1b\x7f\x85\x9b\u2028\u2029\ufeff\u202e")
+hostile_text = st.one_of(
+    st.sampled_from(SYNTAX),
+    st.sampled_from(["$HOME", "${PATH}", "$(id)", "`id`", "a\nRUN id", '"]', "{{ x }}", "%24HOME", "..", "-rf",
+                     "--x", ""]),
+    st.lists(st.sampled_from(SYNTAX) | st.characters(), max_size=12).map("".join),
+    st.text(max_size=20),
+)
+# ... put into what the field held (so that it often still passes for one), or behind what such
+# a field wants in front (an absolute path, a URL, a name)
+PREFIXES = ["", "/", "/opt/", "https://pypi.example/", "https://pypi.example/simple?", "envmgr/", "sm_90",
+            "ENVMGR_", "--", "cu1", "3.1", "1.", "x"]
+
+
+def field_text(original: Any) -> st.SearchStrategy[str]:
+    text = original if isinstance(original, str) else ""
+    inserted = st.tuples(st.integers(0, len(text)), hostile_text).map(lambda p: text[:p[0]] + p[1] + text[p[0]:])
+    return inserted | st.tuples(st.sampled_from(PREFIXES), hostile_text).map("".join)
+
+
+def _put(data: dict, path: tuple, new: Callable[[Any], str]) -> None:
+    """Replace the text at ``path`` (KEY last: the mapping's first key) by ``new(it)``, making
+    the parents that are missing."""
+    node: Any = data
+    for part, after in zip(path, path[1:]):
+        if after == KEY:
+            break
+        part = _existing(node, part)
+        if not isinstance(node[part], (dict, list)):
+            node[part] = [None] if after == 0 else {}
+        node = node[part]
+    if path[-1] == KEY:
+        key = _existing(node, ANY)
+        value = node.pop(key)
+        node[new(key)] = value
+    else:
+        key = _existing(node, path[-1])
+        node[key] = new(node[key])
+
+
+def _existing(node: Any, part: Any) -> Any:
+    """``part`` of ``node``, ANY being its first key (one is made when it has none)."""
+    if isinstance(node, list):
+        if not node:
+            node.append(None)
+        return part
+    if part == ANY:
+        if not node:
+            node["x"] = None
+        return next(iter(node))
+    node.setdefault(part, None)
+    return part
+
+
+def renders_or_is_refused(spec_data: dict, wheelhouse_modes: tuple[bool, ...] = (False, True)) -> bool:
+    """Issue 24: what the renderer refuses (a '$' in an exec-form argument, a value it cannot
+    write), validation refuses first, at the field. Whether the spec was accepted."""
+    from envmgr.builders.dockerfile import render_dockerfile
+
+    try:
+        spec = Spec.model_validate(spec_data)
+    except ValidationError:
+        return False
+    for wheelhouse in wheelhouse_modes:
+        text = render_dockerfile(spec, base_image=spec.realize.docker.base_image or "debian:bookworm",
+                                 lock_name="lock.txt", wheelhouse=wheelhouse, envmgr_version="x",
+                                 spec_digest="0" * 64)
+        instructions(text)
+    return True
+
+
+def test_the_spec_every_field_is_changed_from_renders() -> None:
+    assert renders_or_is_refused(copy.deepcopy(RENDERED))
+
+
+# Each put into the middle of each text field: what a shell, the Dockerfile builder, JSON, YAML or
+# a URL reads as syntax, and characters that break, hide or escape a line.
+SNIPPETS = ["$", "${X}", "`", "\\", '"', "'", "\n", "\x00", "\x85", "\u2028", "\u202e", "\U000e0001", "é",
+            " ", "#", "?", "{{ x }}", '"]\nRUN id']
+
+
+@pytest.mark.parametrize("path", TEXT_FIELDS, ids=dotted)
+def test_each_hostile_character_in_a_text_field_renders_or_is_refused(path: tuple) -> None:
+    for snippet in SNIPPETS:
+        spec_data = copy.deepcopy(RENDERED)
+
+        def insert(original: Any) -> str:
+            text = original if isinstance(original, str) else ""
+            return text[:len(text) // 2] + snippet + text[len(text) // 2:]
+
+        _put(spec_data, path, insert)
+        renders_or_is_refused(spec_data, (False,))  # the mode with the index URLs in RUN
+
+
+@settings(FAST, max_examples=200)
+@given(st.data())
+def test_a_spec_validation_accepts_renders_its_dockerfile(data: st.DataObject) -> None:
+    """Random text in one or two text fields at once, with or without python.inherit."""
+    spec_data = copy.deepcopy(RENDERED)
+    if data.draw(st.booleans()):
+        del spec_data["python"]["inherit"]
+    for _ in range(data.draw(st.integers(1, 2))):
+        path = data.draw(st.sampled_from(TEXT_FIELDS))
+        _put(spec_data, path, lambda original: data.draw(field_text(original), label=dotted(path)))
+    event("accepted" if renders_or_is_refused(spec_data) else "refused")
+
+
+def test_every_text_field_of_the_model_is_mutated() -> None:
+    """The property above reaches every text the spec takes, the renderer's inputs among them."""
+    shown = {dotted(path) for path in TEXT_FIELDS}
+    for field in ("python.sources.find_links[0]", "python.inherit.python", "realize.docker.base_image",
+                  "realize.docker.tag", "env.<any>", "env.<key>", "metadata.description", "metadata.name",
+                  "python.index_url", "python.sources.extra_index_urls[0]", "cuda.toolkits[0].prefix",
+                  "benchmarks.configs.<any>.env.<any>", "python.packages.<key>", "python.packages.<any>"):
+        assert field in shown, sorted(shown)
