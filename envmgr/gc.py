@@ -16,7 +16,7 @@ record names beyond that is ``refused``, with the reason, and removed by nobody.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -123,14 +123,9 @@ def _with_sizes(items: list[Garbage]) -> list[Garbage]:
     trees = [Path(i.what) for i in items if i.kind in ("generation", "venv")]
     inodes: dict[tuple[int, int], list[int]] = {}  # (dev, ino) -> [blocks, links, links seen, first tree]
     for index, tree in enumerate(trees):
-        for root, _, files in os.walk(tree):
-            for name in files:
-                try:
-                    st = os.lstat(os.path.join(root, name))
-                except OSError:
-                    continue
-                entry = inodes.setdefault((st.st_dev, st.st_ino), [st.st_blocks * 512, st.st_nlink, 0, index])
-                entry[2] += 1
+        for st in _files(tree):
+            entry = inodes.setdefault((st.st_dev, st.st_ino), [st.st_blocks * 512, st.st_nlink, 0, index])
+            entry[2] += 1
     sizes = [0] * len(trees)
     for blocks, links, seen, first in inodes.values():
         if seen >= links:
@@ -146,17 +141,18 @@ def _with_sizes(items: list[Garbage]) -> list[Garbage]:
 
 def tree_size(path: Path) -> int:
     """Bytes the files under ``path`` take (hard links once, symlinks not followed)."""
-    total, seen = 0, set()
-    for root, _, files in os.walk(path):
+    seen = {(st.st_dev, st.st_ino): st.st_blocks * 512 for st in _files(path)}
+    return sum(seen.values())
+
+
+def _files(tree: Path) -> Iterator[os.stat_result]:
+    """``lstat`` of every file under ``tree`` (links not followed; vanished files skipped)."""
+    for root, _, files in os.walk(tree):
         for name in files:
             try:
-                stat = os.lstat(os.path.join(root, name))
+                yield os.lstat(os.path.join(root, name))
             except OSError:
                 continue
-            if (stat.st_dev, stat.st_ino) not in seen:
-                seen.add((stat.st_dev, stat.st_ino))
-                total += stat.st_blocks * 512
-    return total
 
 
 def human(size: int) -> str:

@@ -125,7 +125,7 @@ def hash_local_wheels(lock: str, find_links: Iterable[str]) -> str:
         if entry.name and not entry.hashes and origin.startswith("file://"):
             directory = os.path.realpath(unquote(urlsplit(origin).path))
             if directory in allowed:
-                entry.hashes.extend(f"sha256:{_file_sha256(w)}"
+                entry.hashes.extend(f"sha256:{file_sha256(w)}"
                                     for w in _wheels_of(Path(directory), entry.name, entry.version))
         out.extend(entry.lines())
     return "\n".join(out) + "\n"
@@ -185,7 +185,7 @@ def _wheels_of(directory: Path, name: str, version: str) -> list[Path]:
     return found
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -34,7 +34,7 @@ from envmgr.builders.base import Build, Builder, Realized, Step, package_changes
 from envmgr.builders.dockerfile import INHERIT_PTH, WHEELHOUSE_DIR, base_python, render_dockerfile
 from envmgr.errors import BackendError, UsageError
 from envmgr.inherit import Interpreter, pin_problems, pth_text, read_interpreter
-from envmgr.lock import clean_lock
+from envmgr.lock import clean_lock, file_sha256
 from envmgr.progress import Progress, prefixed
 from envmgr.targets.container import ContainerTarget
 from envmgr.targets.docker_engine import LazyClient, inspect_image, short_id, translated
@@ -214,15 +214,7 @@ def context_hash(context: Path, base_id: str) -> str:
             digest.update(name.encode() + b"\0" + (context / name).read_bytes() + b"\0")
     wheelhouse = context / WHEELHOUSE_DIR
     for wheel in sorted(wheelhouse.iterdir()) if wheelhouse.is_dir() else ():
-        digest.update(f"{WHEELHOUSE_DIR}/{wheel.name}\0{_file_sha256(wheel)}\0".encode())
-    return digest.hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+        digest.update(f"{WHEELHOUSE_DIR}/{wheel.name}\0{file_sha256(wheel)}\0".encode())
     return digest.hexdigest()
 
 

@@ -4,7 +4,6 @@ what is missing (exit 1), and `run -- ''` is a usage error, never a traceback.""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.state import Store
+from stores import venv_generation
 from envmgr.targets.urls import make_url
 
 RAN = "ran-in-some-python"
@@ -23,23 +22,6 @@ def envmgr(home: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
     command, *rest = args
     return subprocess.run([sys.executable, "-m", "envmgr", command, "--home", str(home), *rest],
                           capture_output=True, text=True, timeout=120, **kwargs)
-
-
-def make_generation(home: Path) -> Path:
-    """A current generation whose venv's python is this interpreter; its venv's path."""
-    store = Store(home)
-    with store.locked():
-        path = store.begin()
-        venv = path / "venv"
-        (venv / "bin").mkdir(parents=True)
-        os.symlink(sys.executable, venv / "bin" / "python")
-        (venv / "envmgr-env.json").write_text(json.dumps({"PLAIN": "1"}))
-        (path / "spec.yaml").write_text("apiVersion: envmgr/v1\nmetadata: {name: r}\nhardware: {gpu: {arch: sm_90}}\n")
-        gen = store.commit(path, {"spec_name": "r", "spec_digest": "d" * 64, "backend": make_url("venv", str(venv)),
-                                  "backend_kind": "venv", "location": str(venv), "details": {}})
-        store.record_gate(gen, [], [])
-        store.switch(gen.number)
-    return venv
 
 
 def python_runs(home: Path, *env_args: str) -> list[subprocess.CompletedProcess]:
@@ -82,7 +64,7 @@ def test_a_raw_question_mark_in_a_venv_url_is_refused_with_the_encoding_to_use(t
 
 def test_the_current_generations_deleted_venv_is_an_error(tmp_path):
     home = tmp_path / "home"
-    venv = make_generation(home)
+    venv = venv_generation(home, "r")
     assert envmgr(home, "run", "--", "python", "-c", f"print('{RAN}')").stdout.strip() == RAN
     shutil.rmtree(venv)
     assert_refused(python_runs(home), "generation 1", f"there is no venv at {venv}", "envmgr rollback")
@@ -91,7 +73,7 @@ def test_the_current_generations_deleted_venv_is_an_error(tmp_path):
 
 def test_a_generations_venv_without_its_recorded_env_is_an_error(tmp_path):
     home = tmp_path / "home"
-    venv = make_generation(home)
+    venv = venv_generation(home, "r")
     (venv / "envmgr-env.json").unlink()  # commands would run without the spec's env
     assert_refused(python_runs(home), "generation 1", "envmgr-env.json is gone")
 
@@ -99,7 +81,7 @@ def test_a_generations_venv_without_its_recorded_env_is_an_error(tmp_path):
 @pytest.mark.parametrize("argv", [["--", ""], [""], ["--", "", "x"]])
 def test_an_empty_command_is_a_usage_error(tmp_path, argv):
     home = tmp_path / "home"
-    make_generation(home)
+    venv_generation(home, "r")
     done = envmgr(home, "run", *argv)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "error: the command to run is an empty string ('')" in done.stderr

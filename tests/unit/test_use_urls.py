@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 
 import pytest
 from hypothesis import given
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 
 from envmgr.cli import main
 from envmgr.state import Store
+from stores import venv_generation
 from envmgr.targets import open_target
 from envmgr.targets.urls import make_url, split_url
 from envmgr.targets.venv import VenvTarget
@@ -41,24 +41,9 @@ def test_any_path_survives_its_url(name):
     assert split_url(make_url("venv", path, installer="pip")) == ("venv", path, {"installer": "pip"})
 
 
-def make_generation(home):
-    store = Store(home)
-    with store.locked():
-        path = store.begin()
-        venv = path / "venv"
-        (venv / "bin").mkdir(parents=True)
-        os.symlink(sys.executable, venv / "bin" / "python")
-        (venv / "envmgr-env.json").write_text(json.dumps({"PLAIN": "1"}))
-        (path / "spec.yaml").write_text("apiVersion: envmgr/v1\nmetadata: {name: u}\nhardware: {gpu: {arch: sm_90}}\n")
-        gen = store.commit(path, {"spec_name": "u", "spec_digest": "d" * 64, "backend": make_url("venv", str(venv)),
-                                  "backend_kind": "venv", "location": str(venv), "details": {}})
-        store.record_gate(gen, [], [])
-        store.switch(gen.number)
-
-
 @pytest.mark.parametrize("old,new", [("plain", "m?x#y"), ("a ?#%", "b %?#\nz")])
 def test_a_moved_store_names_its_own_venv_whatever_its_path(tmp_path, capsys, old, new):
-    make_generation(tmp_path / old)
+    venv_generation(tmp_path / old, "u")
     shutil.move(tmp_path / old, tmp_path / new)
     venv = str(tmp_path / new / "generations" / "1" / "venv")
     gen = Store(tmp_path / new).current()
