@@ -125,21 +125,12 @@ def owner(directory: Path) -> tuple[str, int] | None:
     return None
 
 
-def owned_outside(store_root: Path, number: int, location: str | None) -> Path | None:
-    """The venv generation ``number`` keeps outside its folder, when it provably is its own:
-    named ``generation-N``, a real directory, marked with this store and this number."""
+def ownership_problem(store_root: Path, number: int, location: str | None) -> str | None:
+    """Why ``location`` is not the venv generation ``number`` keeps outside its folder, or None
+    when it provably is: named ``generation-N``, a real directory, marked with this store and
+    this number."""
     if not location:
-        return None
-    path = Path(os.path.abspath(location))
-    if path.name != f"generation-{number}" or path.is_symlink() or not path.is_dir():
-        return None
-    if owner(path) != (str(real(store_root)), number):
-        return None
-    return path
-
-
-def unowned_reason(store_root: Path, number: int, location: str) -> str:
-    """Why ``location`` is not generation ``number``'s to remove, for the error that refuses it."""
+        return "no location is recorded"
     path = Path(os.path.abspath(location))
     if path.name != f"generation-{number}":
         return f"it is not named generation-{number}"
@@ -147,4 +138,19 @@ def unowned_reason(store_root: Path, number: int, location: str) -> str:
         return "it is a symbolic link"
     if not path.is_dir():
         return "it is not a directory"
-    return f"it does not carry this store's owner mark for generation {number} ({OWNER_FILE})"
+    if owner(path) != (str(real(store_root)), number):
+        return f"it does not carry this store's owner mark for generation {number} ({OWNER_FILE})"
+    return None
+
+
+def owned_outside(store_root: Path, number: int, location: str | None) -> Path | None:
+    """``location`` as a path when it is generation ``number``'s own venv (``ownership_problem``)."""
+    if ownership_problem(store_root, number, location) is not None:
+        return None
+    return Path(os.path.abspath(str(location)))
+
+
+def within(path: Path | str, folder: Path | str) -> bool:
+    """``path`` is ``folder`` or lies below it, both by their real paths."""
+    path, folder = real(path), real(folder)
+    return path == folder or folder in path.parents

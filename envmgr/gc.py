@@ -60,26 +60,25 @@ def garbage(store: Store, keep: int = DEFAULT_KEEP) -> list[Garbage]:
     generations = store.generations()
     kept_gens = [g for g in generations if g.number in keep_numbers]
     kept_images = {g.location for g in kept_gens if _kind(g) == "docker"}
-    kept_places = [confine.real(g.location) for g in kept_gens if _kind(g) == "venv" and g.location]
+    kept_places = [g.location for g in kept_gens if _kind(g) == "venv" and g.location]
     found: list[Garbage] = []
     for gen in generations:
         if gen.number in keep_numbers:
             continue
-        folder = confine.real(gen.path)
-        inner = next((p for p in kept_places if p == folder or folder in p.parents), None)
+        inner = next((p for p in kept_places if confine.within(p, gen.path)), None)
         if inner is not None:
             found.append(Garbage("refused", str(gen.path), 0, gen.number,
                                  f"a kept generation's environment {inner} lies inside it"))
             continue
         found.append(Garbage("generation", str(gen.path), 0, gen.number))
         location = gen.location
-        if _kind(gen) == "venv" and location and not confine.real(location).is_relative_to(folder):
-            owned = confine.owned_outside(store.home, gen.number, location)
-            if owned is not None and not any(owned == p or owned in p.parents for p in kept_places):
-                found.append(Garbage("venv", str(owned), 0, gen.number))
+        if _kind(gen) == "venv" and location and not confine.within(location, gen.path):
+            why = confine.ownership_problem(store.home, gen.number, location)
+            if why is None and any(confine.within(p, location) for p in kept_places):
+                why = "a kept generation's environment lies inside it"
+            if why is None:
+                found.append(Garbage("venv", location, 0, gen.number))
             elif Path(location).exists() or Path(location).is_symlink():
-                why = (confine.unowned_reason(store.home, gen.number, location) if owned is None
-                       else "a kept generation's environment lies inside it")
                 found.append(Garbage("refused", location, 0, gen.number, why))
         if _kind(gen) == "docker" and location and location not in kept_images:
             size = docker_engine.image_size(location)
@@ -104,11 +103,11 @@ def collect(store: Store, items: list[Garbage], progress: Callable[[str], None])
             store.remove(by_number[item.generation])
         elif item.kind == "venv":
             assert item.generation is not None
-            owned = confine.owned_outside(store.home, item.generation, item.what)  # again: it may have changed
-            if owned is None:
-                progress(f"refused: {item.what}: {confine.unowned_reason(store.home, item.generation, item.what)}")
+            why = confine.ownership_problem(store.home, item.generation, item.what)  # again: it may have changed
+            if why is not None:
+                progress(f"refused: {item.what}: {why}")
                 continue
-            confine.remove_tree(owned.parent, owned, f"the venv of generation {item.generation}")
+            confine.remove_tree(Path(item.what).parent, item.what, f"the venv of generation {item.generation}")
         else:  # an image or a build stage
             if not docker_engine.remove_image(item.what):
                 progress(f"  {item.what} is in use (a container of it exists): kept")

@@ -58,9 +58,8 @@ def source_args(spec: Spec, tool: str = "uv", local: bool = True) -> list[str]:
         args += ["--index-url", sources.index_url]
     for url in sources.extra_index_urls:
         args += ["--extra-index-url", url]
-    torch = spec.python.torch_index_url
-    if torch and "torch" in {canonical_name(n) for n in spec.python.installed_packages}:
-        args += ["--extra-index-url", torch]
+    if spec.python.torch_index_url:
+        args += ["--extra-index-url", spec.python.torch_index_url]
     return args
 
 
@@ -121,7 +120,7 @@ def hash_local_wheels(lock: str, find_links: Iterable[str]) -> str:
     allowed = {os.path.realpath(d) for d in find_links}
     out: list[str] = []
     for entry in _entries(lock):
-        origin = next((c[len("# from "):] for c in entry.comments if c.startswith("# from ")), "")
+        origin = entry.origin()
         if entry.name and not entry.hashes and origin.startswith("file://"):
             directory = os.path.realpath(unquote(urlsplit(origin).path))
             if directory in allowed:
@@ -141,6 +140,10 @@ class _Entry:
     requirement: str
     hashes: list[str] = field(default_factory=list)
     comments: list[str] = field(default_factory=list)
+
+    def origin(self) -> str:
+        """Where uv says it came from (its ``# from`` annotation), or ""."""
+        return next((c[len("# from "):] for c in self.comments if c.startswith("# from ")), "")
 
     def lines(self) -> list[str]:
         if not self.name:
@@ -206,14 +209,10 @@ def lock_sources(lock: str) -> dict[str, str]:
     """``{canonical name: where it comes from}``: ``inherited from PYTHON``, or the index or
     find-links directory uv annotated (``https://pypi.org/simple``, ``file:///srv/wheels``)."""
     sources = {canonical_name(m.group(1)): f"inherited from {m.group(3)}" for m in _inherited_lines(lock)}
-    current = None
-    for line in lock.splitlines():
-        stripped = line.strip()
-        package = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==", line)
-        if package:
-            current = canonical_name(package.group(1))
-        elif current and stripped.startswith("# from "):
-            sources[current] = stripped[len("# from "):]
+    for entry in _entries(lock):
+        origin = entry.origin()
+        if entry.name and origin:
+            sources[canonical_name(entry.name)] = origin
     return sources
 
 
@@ -237,9 +236,11 @@ def inherited_python(lock: str) -> str | None:
     return next((m.group(3) for m in _inherited_lines(lock)), None)
 
 
+_INHERITED_LINE = re.compile(r"^" + re.escape(INHERITED) + r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) from (.+)$")
+
+
 def _inherited_lines(lock: str) -> list[re.Match[str]]:
-    pattern = re.compile(r"^" + re.escape(INHERITED) + r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) from (.+)$")
-    return [m for m in map(pattern.match, (line.strip() for line in lock.splitlines())) if m]
+    return [m for m in map(_INHERITED_LINE.match, (line.strip() for line in lock.splitlines())) if m]
 
 
 def locked_versions(lock: str) -> dict[str, str]:

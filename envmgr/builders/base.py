@@ -111,9 +111,8 @@ def sources_summary(spec: Spec) -> str:
     if sources.offline:
         return ", ".join(parts) + " (offline)"
     indexes = [sources.index_url or "PyPI", *sources.extra_index_urls]
-    torch = spec.python.torch_index_url
-    if torch and "torch" in spec.python.installed_packages:
-        indexes.append(torch)
+    if spec.python.torch_index_url:
+        indexes.append(spec.python.torch_index_url)
     return ", ".join(parts + indexes)
 
 

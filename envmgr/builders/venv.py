@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from envmgr import confine, failpoints
 from envmgr.builders.base import Build, Builder, Realized, Step, package_changes, resolve_step
 from envmgr.errors import BackendError, UsageError
-from envmgr.inherit import PTH_NAME, closure, pin_problems, pth_text, read_interpreter, unmet_by_inherited
+from envmgr.inherit import PTH_NAME, Interpreter, closure, pin_problems, pth_text, read_interpreter, unmet_by_inherited
 from envmgr.lock import source_args, uv_binary
 from envmgr.progress import prefixed
 from envmgr.secrets import secret_names
@@ -43,6 +43,9 @@ class VenvBuilder(Builder):
     def __init__(self, url: str = "venv://") -> None:
         self.root = split_url(url)[1]  # where generations of the venv live; "" = in the generation
         self.installer = venv_installer(url)
+        # asked once per apply: each answer costs the interpreter a start (or several, on PATH)
+        self._pythons: dict[tuple[str, str], str] = {}
+        self._bases: dict[str, Interpreter] = {}
 
     def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:
         spec = loaded.spec
@@ -51,8 +54,7 @@ class VenvBuilder(Builder):
         env_changes = [a for a in actions if a.kind.startswith("env.") or a.kind.startswith("toolkit.")]
         inherit = spec.python.inherit
         return [
-            resolve_step(loaded, base=lambda: read_interpreter(self._base_python(spec)),
-                         python=lambda: self._base_python(spec)),
+            resolve_step(loaded, base=lambda: self._base(spec), python=lambda: self._base_python(spec)),
             Step("venv", f"create a Python {spec.python.version} venv at {where} ({self.installer})"
                          + (f" from {inherit.python}" if inherit and inherit.python else ""),
                  lambda build: self._create(build, root)),
@@ -68,9 +70,9 @@ class VenvBuilder(Builder):
 
     def preflight(self, loaded: LoadedSpec) -> None:
         spec = loaded.spec
-        python = self._base_python(spec)
+        self._base_python(spec)  # an interpreter of the spec's version that runs, or a clear error
         if spec.python.inherit is not None:
-            problems = pin_problems(read_interpreter(python), spec)
+            problems = pin_problems(self._base(spec), spec)
             if problems:
                 raise BackendError("python.inherit: the base interpreter cannot give what the spec pins: "
                                    + "; ".join(problems),
@@ -81,13 +83,21 @@ class VenvBuilder(Builder):
         """The interpreter the venv is made from: ``python.inherit.python`` when named (it must be
         the spec's Python), else one of the spec's version on this host."""
         inherit = spec.python.inherit
-        if inherit is not None and inherit.python:
-            if not _reports_version(inherit.python, spec.python.version):
-                raise BackendError(f"python.inherit.python: {inherit.python} does not run as Python "
-                                   f"{spec.python.version}",
+        named = inherit.python if inherit is not None else ""
+        key = (named, spec.python.version)
+        if key not in self._pythons:
+            if named and not _reports_version(named, spec.python.version):
+                raise BackendError(f"python.inherit.python: {named} does not run as Python {spec.python.version}",
                                    hint="name the base interpreter by its path, of the spec's python.version")
-            return inherit.python
-        return find_interpreter(spec.python.version)
+            self._pythons[key] = named or find_interpreter(spec.python.version)
+        return self._pythons[key]
+
+    def _base(self, spec: Spec) -> Interpreter:
+        """The base interpreter's packages, read once for the preflight and the resolve."""
+        python = self._base_python(spec)
+        if python not in self._bases:
+            self._bases[python] = read_interpreter(python)
+        return self._bases[python]
 
     # --- the steps ------------------------------------------------------------------------
 
@@ -114,7 +124,7 @@ class VenvBuilder(Builder):
         left there is removed first, anything else refused."""
         store_root = build.workdir.parent.parent  # HOME/generations/N
         number = int(build.workdir.name)
-        if confine.real(root) == confine.real(store_root) or confine.real(store_root) in confine.real(root).parents:
+        if confine.within(root, store_root):
             raise UsageError(f"realize.venv.path {root} lies inside the store {store_root}",
                              hint="give venvs a folder of their own outside the store (or leave "
                                   "realize.venv.path empty: the venv is then the generation's own)")

@@ -320,8 +320,10 @@ class Python(Model):
 
     @property
     def torch_index_url(self) -> str | None:
-        if "torch" in self.inherited or self.sources.offline:
-            return None  # nothing of torch is downloaded
+        """The index torch is downloaded from, or None where no torch is downloaded (none
+        pinned, inherited, or offline)."""
+        if "torch" not in {canonical_name(n) for n in self.installed_packages} or self.sources.offline:
+            return None
         if self.index_url:
             return self.index_url
         return f"https://download.pytorch.org/whl/{self.torch_cuda}" if self.torch_cuda else None
