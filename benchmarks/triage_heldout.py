@@ -1,6 +1,7 @@
 """Score ``envmgr triage`` on a labelled split of real log excerpts (tests/fixtures/triage/heldout/).
 
     python benchmarks/triage_heldout.py tests/fixtures/triage/heldout/round1.yaml [--json] [--misses]
+    python benchmarks/triage_heldout.py --public tests/fixtures/triage/public   # the older table
 
 The rules (fixed before the split was first run, and written in its header):
 - named: the first finding's id is the label (findings come root cause first);
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+import envmgr
 from envmgr.bench.triage import triage_text
 
 NEAR = 3
@@ -62,7 +64,7 @@ def score(path: Path) -> dict:
     negatives = [r for r in rows if r.family == "none"]
     in_families = [r for r in failures if r.family != UNCLASSIFIED]
     return {
-        "split": str(path), "excerpts": len(rows),
+        "split": str(path), "envmgr": str(Path(envmgr.__file__).parent), "excerpts": len(rows),
         "failures": len(failures), "negatives": len(negatives),
         "named": sum(r.named for r in failures),
         "named_in_families": sum(r.named for r in in_families), "in_families": len(in_families),
@@ -75,18 +77,41 @@ def score(path: Path) -> dict:
     }
 
 
+def score_public(folder: Path) -> dict:
+    """The older table (tests/fixtures/triage/public/*.yaml): its expectations were written
+    after reading the excerpts, so it measures regressions, not generalisation."""
+    rows = []
+    for path in sorted(folder.glob("*.yaml")):
+        for e in yaml.safe_load(path.read_text(encoding="utf-8"))["excerpts"]:
+            text = "\n".join(l[2:] if l.startswith("> ") else l for l in e["text"].replace("^M\n", "\r\n").split("\n"))
+            found = [f.id for f in triage_text(text)]
+            rows.append((e, found))
+    expected = [(e, found) for e, found in rows if e.get("expect")]
+    return {"table": str(folder), "envmgr": str(Path(envmgr.__file__).parent), "excerpts": len(rows),
+            "with_a_cause": len(expected),
+            "named": sum(bool(found) and found[0] == e["expect"][0] for e, found in expected),
+            "exactly_as_expected": sum(found == e["expect"] for e, found in rows if "expect" in e),
+            "with_expectation": sum("expect" in e for e, _ in rows),
+            "quiet_broken": sum(any(q in found for q in e.get("quiet", ())) for e, found in rows)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("split", type=Path)
+    parser.add_argument("split", type=Path, help="a split's YAML, or with --public the older table's folder")
+    parser.add_argument("--public", action="store_true", help="score the older public table")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--misses", action="store_true", help="list every excerpt not named")
     args = parser.parse_args(argv)
+    if args.public:
+        print(json.dumps(score_public(args.split), indent=2))
+        return 0
     result = score(args.split)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     f, n = result["failures"], result["negatives"]
-    print(f"{result['split']}: {result['excerpts']} excerpts ({f} failures, {n} negatives)")
+    print(f"{result['split']}: {result['excerpts']} excerpts ({f} failures, {n} negatives); "
+          f"envmgr from {result['envmgr']}")
     print(f"  named    {result['named']}/{f} ({result['named'] / max(f, 1):.0%}); in the families "
           f"{result['named_in_families']}/{result['in_families']}")
     print(f"  flagged  {result['flagged']}/{f} ({result['flagged'] / max(f, 1):.0%}); "

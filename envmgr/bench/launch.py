@@ -16,7 +16,6 @@ The scenario's loop was ``nohup ... &``, ``sleep 600``, grep. Here:
 from __future__ import annotations
 
 import re
-import socket
 import threading
 from array import array
 import time
@@ -300,12 +299,10 @@ def http_status(url: str, timeout_s: float) -> int | None:
 
 
 def _require_free_port(command: ServerCommand) -> None:
-    """Something already answering on the port would be measured instead of our server."""
-    host = command.client_host
-    try:
-        with socket.create_connection((host, command.port), timeout=1.0):
-            pass
-    except OSError:
-        return
-    raise LaunchError(f"port {command.port} on {host} is already in use: another server is running",
-                      hint="stop it, or give this config another --port")
+    """Something already answering on the port would be measured instead of our server (the
+    bench's pre-flight skips such a cell; this guards every other caller)."""
+    from envmgr.bench.preflight import port_taken
+
+    if port_taken(command.client_host, command.port):
+        raise LaunchError(f"port {command.port} on {command.client_host} is already in use: another server is running",
+                          hint="stop it, or give this config another --port")

@@ -30,6 +30,7 @@ from envmgr.targets.urls import split_url
 from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer, log_tail
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
+from envmgr.bench import preflight
 from envmgr.bench.results import (CellResult, EnvInfo, LoadResult, ServedBy, legacy_target_folder, read_result,
                                   relative_spread, target_folder, write_result)
 from envmgr.bench.triage import load_signatures, triage_file
@@ -73,6 +74,7 @@ class Cell:
     order: int = 0  # the config's place in the bench spec: reports keep it
     redact: Redactor = Redactor()  # the bench spec's secrets: never shown or recorded
     load_params: tuple[tuple[str, Any], ...] = ()  # benchmarks.load, recorded with the result
+    gpus: int = 1  # the GPUs its launch takes (tp x pp x replicas)
 
     @property
     def shown_env(self) -> dict[str, str]:
@@ -199,8 +201,16 @@ def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
                               load_timeout_s=bench.load.timeout_s, load_summary=_load_summary(bench.load),
                               repeats=bench.load.repeats, warmup=bench.load.warmup,
                               order=list(bench.configs).index(config), redact=redact,
-                              load_params=tuple(bench.load.model_dump().items())))
+                              load_params=tuple(bench.load.model_dump().items()),
+                              gpus=gpus_needed(bench.flags_of(config))))
     return cells
+
+
+def gpus_needed(flags: dict[str, Any]) -> int:
+    """The GPUs a launch with these flags takes, as the compat rules count them."""
+    from envmgr.compat.context import parallel_of
+
+    return int(parallel_of(flags)["gpus_needed"])
 
 
 def _load_summary(load) -> str:
@@ -277,9 +287,16 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
                           findings=errors, finished=time.time())
     for problem in cell.problems:
         progress(f"  {problem.severity}: {problem.id}: {problem.message}")
-    _fresh(cell.dir)
-    log = cell.dir / "server.log"
     with open_target(cell.env.url) as backend:
+        checks = host_checks(backend, cell)
+        for check in checks:
+            progress(f"  {check.severity}: {check.id}: {check.message}; fix: {check.fix}")
+        blocking = [c for c in checks if c.fatal]
+        if blocking:
+            return CellResult(**base, outcome="skipped", findings=tuple(checks), finished=time.time(),
+                              summary=f"not launched: {blocking[0].id}: {blocking[0].message}; fix: {blocking[0].fix}")
+        _fresh(cell.dir)
+        log = cell.dir / "server.log"
         gpu = gpu_names(backend)
         with RunningServer(backend, cell.command, log, limits, progress, redact=cell.redact.text) as server:
             launch = server.wait_ready()
@@ -312,6 +329,14 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
                       findings=findings, server_log=log.name, finished=time.time(), served_by=served,
                       verdict_after_line_s=launch.detected_after_s, ran_without=without, log_tail=tail,
                       runs=runs, warmup=cell.warmup and bool(runs))
+
+
+def host_checks(backend, cell: Cell) -> list[Finding]:
+    """The pre-launch checks of the environment (envmgr.bench.preflight): port, fabric,
+    /dev/shm, cache disks."""
+    facts = preflight.gather(backend, cell.command.argv[0], cell.command.env)
+    busy = preflight.port_taken(cell.command.client_host, cell.command.port)
+    return preflight.host_findings(facts, cell.gpus, cell.command.port, busy, (cell.config,))
 
 
 def ran_without(findings, argv) -> tuple[str, ...]:

@@ -19,10 +19,12 @@ sign for "k".)
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 import re._constants as sre  # the syntax tree of a compiled pattern; stable across 3.11-3.13
 import re._parser as sre_parse
 from collections.abc import Iterable
 
+NEWLINE = re.compile(b"\n")
 MIN_LITERAL = 3  # shorter literals occur on most lines: they would filter nothing
 ALWAYS = ("\x1b", "\r")  # cleaning removes these, so a literal may straddle them
 
@@ -105,21 +107,36 @@ class Prefilter:
         self._encoded = [n.encode() for n in self.needles]
         self._automaton = BytesAhoCorasick(self._encoded) if BytesAhoCorasick else None
 
-    def positions(self, lowered: bytes) -> list[int]:
-        """Start offsets of needles in already lower-cased bytes (unordered, may repeat a line)."""
+    def spans(self, lowered: bytes) -> list[tuple[int, int]]:
+        """(start, end) of needles in already lower-cased bytes (unordered, may repeat a line)."""
         if self._automaton is not None:
-            return [start for _, start, _ in self._automaton.find_matches_as_indexes(lowered)]
+            return [(start, end) for _, start, end in self._automaton.find_matches_as_indexes(lowered)]
         found = []
         for needle in self._encoded:
             at = lowered.find(needle)
             while at != -1:
-                found.append(at)
+                found.append((at, at + len(needle)))
                 at = lowered.find(needle, at + 1)
         return found
 
     def line_starts(self, block: bytes) -> list[int]:
-        """Sorted offsets of the starts of the lines of ``block`` that contain a needle."""
-        starts = {block.rfind(b"\n", 0, at) + 1 for at in self.positions(block.lower())}
+        """Sorted offsets of the starts of the lines of ``block`` that contain a needle, or a
+        needle that goes on into the next line (a wrapped wording: at a space, where the
+        newline reads as one, or in the middle of a word, where it reads as nothing). A match
+        marks every line it touches."""
+        lowered = block.lower()
+        starts: set[int] = set()
+        for start, end in self.spans(lowered.replace(b"\n", b" ")):
+            starts.add(block.rfind(b"\n", 0, start) + 1)
+            if block.find(b"\n", start, end) != -1:
+                starts.add(block.rfind(b"\n", 0, end) + 1)
+        newlines = [m.start() for m in NEWLINE.finditer(block)]
+        # where each line after a newline begins in the block without its newlines
+        joined_at = [at - k for k, at in enumerate(newlines)]
+        for start, end in self.spans(lowered.replace(b"\n", b"")):
+            first, last = bisect_right(joined_at, start), bisect_right(joined_at, end - 1)
+            if first != last:  # within one line the first pass found it
+                starts.update(newlines[i - 1] + 1 if i else 0 for i in (first, last))
         return sorted(starts)
 
     def may_match(self, line: str) -> bool:

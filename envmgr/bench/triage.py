@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from envmgr.findings import Finding
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr import severity
+from envmgr.bench.fallback import FallbackRules, FirstFailure
 from envmgr.bench.prefilter import Prefilter
 from envmgr.errors import KnowledgeBaseError
 
@@ -58,7 +59,7 @@ class NearbyRule(BaseModel):
     @field_validator("regex", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> re.Pattern[str]:
-        return _compile_regex(raw)
+        return _compile_regex(raw, fold=False)  # a path, a frame: case matters
 
     @model_validator(mode="after")
     def _somewhere(self) -> "NearbyRule":
@@ -68,16 +69,37 @@ class NearbyRule(BaseModel):
 
 
 class Wording(BaseModel):
-    """One way a root cause is printed, and where that wording was seen."""
+    """One way a root cause is printed, and where that wording was seen: a ``regex``, or
+    ``anchors``: phrases that must all occur in the line, in that order, with anything between
+    (the exception type and the distinctive phrase), so the variants of one wording match
+    without a regex each. Spaces in an anchor match any run of whitespace."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     regex: re.Pattern[str]
     source: str = ""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _anchors_to_regex(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and "anchors" in raw:
+            if "regex" in raw:
+                raise ValueError("give a wording `regex` or `anchors`, not both")
+            raw = dict(raw)
+            raw["regex"] = anchors_regex(raw.pop("anchors"))
+        return raw
+
     @field_validator("regex", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> re.Pattern[str]:
         return _compile_regex(raw)
+
+
+def anchors_regex(anchors: Any) -> str:
+    """``["CalledProcessError", "ninja"]`` -> ``CalledProcessError.*?ninja``, each phrase literal."""
+    if not isinstance(anchors, list) or not anchors or not all(isinstance(a, str) and a.strip() for a in anchors):
+        raise ValueError(f"anchors must be a list of non-empty phrases, got {anchors!r}")
+    phrases = [r"\s+".join(re.escape(word) for word in a.split()) for a in anchors]
+    return ".*?".join(phrases)
 
 
 class FeatureOff(BaseModel):
@@ -111,7 +133,7 @@ class ContextRule(BaseModel):
     @field_validator("regex", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> re.Pattern[str]:
-        return _compile_regex(raw, need_groups=True)
+        return _compile_regex(raw, need_groups=True, fold=False)
 
 
 class Signature(BaseModel):
@@ -160,6 +182,7 @@ class SignatureSet(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     hold_lines: int = Field(ge=0)
     ignore_lines: list[re.Pattern[str]] = []
+    unclassified: FallbackRules | None = None  # None: a log no signature explains is quiet
     signatures: list[Signature] = Field(min_length=1)
 
     @field_validator("ignore_lines", mode="before")
@@ -181,28 +204,33 @@ class SignatureSet(BaseModel):
     def matched_patterns(self) -> list[re.Pattern[str]]:
         """Every regex a log line is matched against: signature and context patterns, and the
         ``near`` ones that look after a match (those looking before read the history back)."""
+        fallback = self.unclassified.patterns() if self.unclassified else []
         return [p for s in self.signatures
                 for p in (*s.regexes, *(c.regex for c in s.context),
-                          *((s.near.regex,) if s.near and s.near.after else ()))]
+                          *((s.near.regex,) if s.near and s.near.after else ()))] + fallback
 
     def check_consistency(self) -> None:
         ids = [s.id for s in self.signatures]
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             raise ValueError(f"duplicate signature ids: {duplicates}")
+        if self.unclassified and self.unclassified.id in ids:
+            raise ValueError(f"unclassified.id {self.unclassified.id!r} is also a signature id")
         unknown = sorted({g for s in self.signatures for g in s.supersedes} - set(ids))
         if unknown:
             raise ValueError(f"supersedes names unknown ids: {unknown}")
         Prefilter(self.matched_patterns())  # every pattern has a literal to find it by
 
 
-def _compile_regex(raw: Any, need_groups: bool = False) -> re.Pattern[str]:
+def _compile_regex(raw: Any, need_groups: bool = False, fold: bool = True) -> re.Pattern[str]:
+    """Wordings match in any case (``fold``): "CUDA Error:" and "CUDA error:" are one wording.
+    ``near`` and ``context`` rules keep case: they name files, frames and logged fields."""
     if isinstance(raw, re.Pattern):
         return raw
     if not isinstance(raw, str):
         raise ValueError(f"a regex must be a string, got {raw!r}")
     try:
-        compiled = re.compile(raw)
+        compiled = re.compile(raw, re.IGNORECASE if fold else 0)
     except re.error as exc:
         raise ValueError(f"invalid regex {raw!r}: {exc}") from exc
     if need_groups and not compiled.groupindex:
@@ -229,6 +257,21 @@ def load_signatures() -> SignatureSet:
 # ---------------------------------------------------------------------------------------------
 # Cleaning a log line
 
+# A line at least this long may have been soft-wrapped (a terminal at 80 columns, a renderer):
+# a wording may begin at its end and go on in the next line, so a match across the two counts.
+WRAP_MIN = 60
+
+
+# How the two halves of a wrapped line join: at a space (a renderer wraps between words) or
+# with nothing between (a terminal cuts at its width, in the middle of a word).
+WRAP_GLUE = (" ", "")
+
+
+def may_continue(raw: str) -> bool:
+    """Whether the next line may be the rest of this one's sentence."""
+    return len(raw.rstrip()) >= WRAP_MIN
+
+
 # An unprefixed line (a traceback frame) belongs to the rank of the prefixed line that started
 # the traceback, when that line is at most this many lines before it.
 RANK_WINDOW = 200
@@ -238,21 +281,38 @@ LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 # One prefix at a time, repeated: what other tools put before the line a program printed.
 PREFIXES = (
     re.compile(r"^[\w.-]+\s+\|\s?"),  # docker compose: "svc-1  | "
-    re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.,]+\s+-\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+"),  # Python logging
+    re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.,]+\s+-\s+[\w.]+\s+-\s+(?P<level>[A-Z]+)\s+-\s+"),  # Python logging
     re.compile(r"^\[(?P<inner>(?:\d{4}-\d\d-\d\d[ T][\d:.,]+)?(?:\s*(?:DP|TP|EP|PP|CP|ATTN_TP"
                r"|ATTN_DP|MOE_EP)\d+)*)\]\s*"),  # SGLang: "[2026-01-01 12:00:00 TP3] "
     # Ray and vLLM workers: "(RayWorkerWrapper pid=1)", "(VllmWorker rank=0 pid=2)", "(pid=3, ip=10.0.0.1)"
     re.compile(r"^\((?:[\w.-]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
-    # vLLM: "ERROR 05-12 10:11:12 [file.py:123] " (older: "INFO 04-28 20:50:23 file.py:791] ")
-    re.compile(rf"^{LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] ?"),
-    re.compile(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? {LEVEL} \d+ \[[\w./-]+:\d+\] ?"),
+    # vLLM: "ERROR 05-12 10:11:12 [file.py:123] " (older: "INFO 04-28 20:50:23 file.py:791] ";
+    # NIM: "ERROR 2025-07-21 14:34:24.934 file.py:62] ")
+    re.compile(rf"^(?P<level>{LEVEL}) (?:\d{{4}}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] ?"),
+    # Python logging's default format ("ERROR:torch.distributed...:") and uvicorn's ("INFO:     ")
+    re.compile(rf"^(?P<level>{LEVEL}):(?:[\w.]+:|\s+)"),
+    # "2024-06-25 16:32:00,563 xinference.api.restful_api 3118895 ERROR    "
+    re.compile(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d[.,]\d+ [\w.]+ \d+ (?P<level>{LEVEL})\s+"),
+    # Rust tracing (the router, dynamo): "2025-05-28T03:35:37.857Z ERROR engine.run_mp_engine: "
+    re.compile(rf"^\d{{4}}-\d\d-\d\dT[\d:.]+Z\s+(?P<level>{LEVEL})\s+[\w.:-]+: "),
+    # glog (torch's C++ side): "W0527 09:20:36.761000 140735466850080 torch/distributed/api.py:857] "
+    re.compile(r"^(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "),
+    re.compile(r"^\[rank\d+\]:\s?"),  # torch elastic: "[rank0]: "
+    # CI logs (Buildkite "  | [2024-09-05T00:38:34Z] ") and build logs quoting a step ("  > ")
+    re.compile(r"^\s*[|>]\s"),
+    re.compile(r"^\[\d{4}-\d\d-\d\dT[\d:.]+Z\]\s*"),
+    re.compile(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? (?P<level>{LEVEL}) \d+ \[[\w./-]+:\d+\] ?"),
     # syslog / journalctl: "Jun 30 11:07:05 gpu-0 kernel: ", "2026-06-30T11:07:05.1+00:00 host kernel: "
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "),
     re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)? [\w.-]+ [\w./-]+(?:\[\d+\])?: "),
     re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # dmesg: "[ 7386.259769] "
 )
+GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO"}
 # What a tool appends: Ray's de-duplication note.
 SUFFIXES = (re.compile(r"\s*\[repeated \d+x across cluster\]$"),)
+# rich's boxes around tracebacks and panels ("│ ... │", "╭──╮"): framing, not text. (A literal
+# a box character splits in the raw line is not found by the prefilter; never seen.)
+BOX = re.compile(r"[\u2500-\u257f]+")
 
 
 @dataclass(frozen=True)
@@ -260,12 +320,15 @@ class CleanLine:
     text: str               # what the patterns see
     rank: str | None        # "TP3", "DP0 TP1 EP1"; None when the line carries none
     prefixed: bool = False  # a timestamp/rank/logger prefix was removed
+    level: str | None = None  # the logging level a removed prefix named ("ERROR")
 
 
 def clean_line(raw: str) -> CleanLine:
-    """Strip colours and prefixes; keep the rank of a ``[... TP3]`` prefix."""
-    text = ANSI.sub("", raw).replace("\r", "").rstrip()
+    """Strip colours, box characters and prefixes; keep the rank of a ``[... TP3]`` prefix and
+    the level of a logging prefix."""
+    text = BOX.sub("", ANSI.sub("", raw).replace("\r", "")).rstrip()
     rank: str | None = None
+    level: str | None = None
     prefixed = False
     changed = True
     while changed:
@@ -278,11 +341,12 @@ def clean_line(raw: str) -> CleanLine:
                     continue  # "[]" is content, not a prefix
                 ranks = RANK_TOKEN.findall(inner)
                 rank = " ".join(ranks) if ranks else rank
+                level = match.groupdict().get("level") or GLOG_LEVELS.get(match.groupdict().get("glog") or "") or level
                 text = text[match.end():]
                 changed = prefixed = True
     for suffix in SUFFIXES:
         text = suffix.sub("", text)
-    return CleanLine(text=text.strip(), rank=rank, prefixed=prefixed)
+    return CleanLine(text=text.strip(), rank=rank, prefixed=prefixed, level=level)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,12 +614,18 @@ class Triage:
         self._history: deque[str] = deque(maxlen=self.window)  # raw lines fed, for look-backs
         # matches waiting for their `near` line after them: (signature, line, values, line no, last line no)
         self._awaiting: list[tuple[Signature, CleanLine, dict[str, Value], int, int]] = []
+        rules = self._set.unclassified
+        self._first_failure = FirstFailure(rules) if rules else None
+        self._closed = False
 
     # -- feeding ------------------------------------------------------------------------------
     def feed(self, raw_line: str) -> list[Finding]:
         """Take one log line; return the findings that became certain with it."""
         self._line_no += 1
-        if self._prefilter.may_match(raw_line):
+        before = self._history[-1] if self._history else None
+        if self._prefilter.may_match(raw_line) or (  # feed_block finds a wording across a wrap too
+                before is not None and may_continue(before)
+                and any(self._prefilter.may_match(before + glue + raw_line) for glue in WRAP_GLUE)):
             self._examine(raw_line, lambda: reversed(self._history))
         self._history.append(raw_line)
         return self._release(final=False) if self._hits else []
@@ -565,19 +635,42 @@ class Triage:
         candidate lines of the whole block in one pass. ``before`` is what the previous call
         returned: the last ``window`` lines, for look-backs across blocks."""
         at = 0  # the offset of line self._line_no + 1 in block
-        for start in self._prefilter.line_starts(block):
+        # the last line before the block: a wording wrapped from it into the block's first line
+        carried = before[before.rfind(b"\n", 0, len(before) - 1) + 1:] if before else b""
+        starts = deque(s - len(carried) for s in self._prefilter.line_starts(carried + block))
+        follow = None  # the line after a candidate that may go on into it: examined too (as feed does)
+        if starts and starts[0] < 0:
+            starts.popleft()  # that line was examined with the block before
+            follow = 0 if may_continue(carried.decode("utf-8", "replace")) else None
+        while starts or follow is not None:
+            if follow is not None and (not starts or follow < starts[0]):
+                start, follow, candidate = follow, None, False  # not followed in its turn
+            else:
+                start, candidate = starts.popleft(), True
+                follow = None if follow == start else follow
+            if start >= len(block):
+                break
             self._line_no += block.count(b"\n", at, start) + 1
             end = block.index(b"\n", start)
             raw = block[start:end].decode("utf-8", "replace")
             self._examine(raw, lambda: _lines_before(block, start, before, self.window))
             at = end + 1
+            if candidate and may_continue(raw):
+                follow = at  # as feed does: a line with a needle may go on into the next
         self._line_no += block.count(b"\n", at)
         return _last_lines(before, block, self.window)
 
     def close(self) -> list[Finding]:
-        """The log ended (the server is gone): release findings held for a better cause."""
+        """The log ended (the server is gone): release findings held for a better cause, and
+        the unclassified failure when no signature explains the log."""
         self._awaiting.clear()  # their line after never came
-        return self._release(final=True)
+        released = self._release(final=True)
+        if not self._closed:
+            self._closed = True
+            unclassified = self._unclassified()
+            if unclassified is not None:
+                released.append(unclassified)
+        return released
 
     def pending(self) -> bool:
         """A fatal cause is held back, waiting for lines that may explain it better (the
@@ -589,24 +682,65 @@ class Triage:
         """Every root cause so far, most specific first, values from the whole log."""
         hits = [h for h in self._hits.values() if not self._is_superseded(h)]
         hits.sort(key=lambda h: (severity.rank(h.signature), -h.signature.priority, h.line))
-        return [self._render(h) for h in hits]
+        found = [self._render(h) for h in hits]
+        unclassified = self._unclassified() if self._closed else None
+        return ([unclassified] if unclassified else []) + found  # it comes only without an error
+
+    def _unclassified(self) -> Finding | None:
+        """Where the log failed, when it failed and no signature says why."""
+        failure = self._first_failure.found() if self._first_failure else None
+        if failure is None or any(h.signature.severity == "error" for h in self._hits.values()):
+            return None
+        rules = self._set.unclassified
+        assert rules is not None
+        return Finding(
+            id=rules.id, severity="error", title=rules.title, line=failure.line, text=failure.text,
+            message=fill_template([rules.message], {"text": failure.text}), fix=rules.fix[failure.kind],
+            rank=failure.rank, ranks=(failure.rank,) if failure.rank else (), values={"kind": failure.kind})
 
     def _examine(self, raw_line: str, recent: Callable[[], Iterator[str]]) -> None:
         """Match one candidate line; ``recent()`` yields the raw lines before it, latest first."""
         line = clean_line(raw_line)
-        if any(ignore.search(line.text) for ignore in self._set.ignore_lines):
+        if self._ignored(line):
             return
         self._collect_context(line.text)
         if self._awaiting:
             self._confirm_awaiting(line)
         rank: str | None = None
-        ranked = False
+        ranked = matched = False
+        joined: list[tuple[CleanLine, tuple[int, int]]] | None = None  # None: not looked at yet
         for signature in self._set.signatures:
-            values = self._match(signature, line, recent)
+            seen, at = line, self._line_no
+            values = self._match(signature, line, recent, at)
+            if values is None:
+                joined = self._joined(line, recent) if joined is None else joined
+                for seen, cut in joined:
+                    at = self._line_no - 1  # the wording begins on the line before
+                    values = self._match(signature, seen, recent, at, straddle=cut)
+                    if values is not None:
+                        break
             if values is not None:
+                matched = True
                 if not ranked:  # looked up once, and only for a line that matched
                     rank, ranked = self._rank_of(line, recent), True
-                self._record(signature, line, rank, values)
+                self._record(signature, seen, rank, values, at=at)
+        if not matched and self._first_failure is not None:
+            self._first_failure.see(self._line_no, line.text, line.level, lambda: self._rank_of(line, recent))
+
+    def _ignored(self, line: CleanLine) -> bool:
+        return any(ignore.search(line.text) for ignore in self._set.ignore_lines)
+
+    def _joined(self, line: CleanLine, recent: Callable[[], Iterator[str]]) -> list[tuple[CleanLine, tuple[int, int]]]:
+        """The line before and this one as one line, each way they may have been wrapped
+        (when the one before is long enough to have been), with where the second begins."""
+        before_raw = next(recent(), None)
+        if before_raw is None or not may_continue(before_raw):
+            return []
+        before = clean_line(before_raw)
+        if not before.text or self._ignored(before):
+            return []
+        return [(CleanLine(before.text + glue + line.text, before.rank or line.rank, before.prefixed, before.level),
+                 (len(before.text), len(before.text) + len(glue))) for glue in WRAP_GLUE]
 
     def _rank_of(self, line: CleanLine, recent: Callable[[], Iterator[str]]) -> str | None:
         # Traceback lines carry no prefix; they belong to the rank whose prefixed line started
@@ -639,10 +773,18 @@ class Triage:
         elif how == "max" and _comparable(old, value):
             self._context[name] = max(old, value)  # type: ignore[type-var]
 
-    def _match(self, signature: Signature, line: CleanLine,
-               recent: Callable[[], Iterator[str]]) -> dict[str, Value] | None:
+    def _match(self, signature: Signature, line: CleanLine, recent: Callable[[], Iterator[str]],
+               at: int, straddle: tuple[int, int] | None = None) -> dict[str, Value] | None:
+        """The values of the signature's first wording in the line. With ``straddle`` (a joined
+        line: where its first half ends, where its second begins) only a match from the first
+        half into the second counts, and only if the first half alone does not match (then it
+        is that line's)."""
         for pattern in signature.regexes:
             match = pattern.search(line.text)
+            if match and straddle is not None and (
+                    not (match.start() < straddle[0] and match.end() > straddle[1])
+                    or pattern.search(line.text[:straddle[0]])):
+                match = None  # within one half, or the line before matched alone: that line's
             if match:
                 values = {k: to_value(v, k, signature.keep_text)
                           for k, v in match.groupdict().items() if v is not None}
@@ -651,7 +793,7 @@ class Triage:
                                                         for raw in islice(recent(), rule.before))):
                     return values
                 if rule.after:  # the line that says where may come later (a chained exception)
-                    self._awaiting.append((signature, line, values, self._line_no, self._line_no + rule.after))
+                    self._awaiting.append((signature, line, values, at, self._line_no + rule.after))
                 return None
         return None
 

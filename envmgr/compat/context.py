@@ -39,14 +39,15 @@ STACK_FACTS = frozenset({
     "sglang_gates_known", "sglang_symm_mem_majors", "sglang_symm_mem_other_major",
     "sglang_fusion_majors", "sglang_fusion_refuses_other", "sglang_a2a_runner_backends",
     "sglang_a2a_needs_dp_attention", "sglang_a2a_dp_flag", "sglang_grpc_port_check", "sglang_cuda_python_min_major",
-    "sglang_kernel_cuda_tag", "model_path", "model_num_experts", "flashinfer_fusion_majors",
+    "sglang_kernel_cuda_tag", "model_path", "model_num_experts", "model_num_attention_heads",
+    "model_num_kv_heads", "flashinfer_fusion_majors",
     "flashinfer_gates_release", "torch_nccl", "nccl_pin", "nccl_package",
     "load_dataset", "load_dataset_path",
 })
 CONFIG_FACTS = frozenset({"config", "world_size", "dp_size", "attn_dp_size", "tp_size", "pp_size", "ep_size",
                           "gpus_needed", "parallel_layout", "ep_divides_tp", "missing_feature_modules",
                           "unlisted_feature_modules", "moe_runner_backend", "attention_backends",
-                          "ep_divides_experts"})
+                          "ep_divides_experts", "attn_tp_size", "tp_divides_heads"})
 # Also produced: "pkg:<name>" per package, "env:<NAME>" per variable, and per config
 # "--<flag>" plus "flag_<flag_with_underscores>" (for message templates).
 DYNAMIC_PREFIXES = ("pkg:", "env:", "--", "flag_")
@@ -71,6 +72,7 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
         ctx["load_dataset_path"] = spec.benchmarks.load.dataset_path
         ctx["model_path"] = spec.benchmarks.model_path
         ctx["model_num_experts"] = model_num_experts(spec.benchmarks.model_path)
+        ctx.update(model_heads(spec.benchmarks.model_path))
     return ctx
 
 
@@ -99,6 +101,27 @@ def model_num_experts(model_path: str) -> int | None:
     return int_field(model_config(model_path), *EXPERT_KEYS)
 
 
+def model_heads(model_path: str) -> Context:
+    """The attention and KV head counts of the model's config.json, where readable here."""
+    config = model_config(model_path)
+    heads = int_field(config, "num_attention_heads", "n_head", "num_heads")
+    return {"model_num_attention_heads": heads,
+            "model_num_kv_heads": int_field(config, "num_key_value_heads", "num_kv_heads") or heads}
+
+
+def tp_divides_heads(heads: int | None, kv_heads: int | None, attn_tp: int) -> bool | None:
+    """SGLang's attention layers (0.5.11 models/llama.py and the others alike): the heads
+    split evenly over the attention-TP ranks, and the KV heads either split evenly or are
+    replicated (attn_tp a multiple of them). None when the model's config is not readable."""
+    if not heads or attn_tp <= 1:
+        return None
+    if heads % attn_tp:
+        return False
+    if kv_heads:
+        return kv_heads % attn_tp == 0 if kv_heads >= attn_tp else attn_tp % kv_heads == 0
+    return True
+
+
 def config_context(stack: Context, spec: Spec, config: str, feature_modules: dict[str, dict] | None = None,
                    installed_modules: frozenset[str] | None = None) -> Context:
     """The stack's facts plus one benchmark config's flags and env. ``installed_modules``: the
@@ -121,6 +144,11 @@ def config_context(stack: Context, spec: Spec, config: str, feature_modules: dic
         or (ctx["dp_size"] if flags.get("--enable-dp-attention") else 1)
     ctx["moe_runner_backend"] = str(flags.get("--moe-runner-backend", "auto"))  # SGLang's default
     ctx["attention_backends"] = [str(flags[f]) for f in ATTENTION_FLAGS if f in flags]
+    # attention TP: --enable-dp-attention splits the tp ranks into attn_dp_size groups
+    attn_dp = ctx["attn_dp_size"] if ctx["attn_dp_size"] and ctx["tp_size"] % ctx["attn_dp_size"] == 0 else 1
+    ctx["attn_tp_size"] = ctx["tp_size"] // attn_dp
+    ctx["tp_divides_heads"] = tp_divides_heads(stack.get("model_num_attention_heads"),
+                                               stack.get("model_num_kv_heads"), ctx["attn_tp_size"])
     experts = stack.get("model_num_experts")
     ep = ctx["ep_size"]
     ctx["ep_divides_experts"] = None if not experts or ep <= 1 else experts % ep == 0
@@ -131,6 +159,11 @@ def config_context(stack: Context, spec: Spec, config: str, feature_modules: dic
 
 
 ATTENTION_FLAGS = ("--attention-backend", "--prefill-attention-backend", "--decode-attention-backend")
+
+
+def parallel_of(flags: dict[str, Any]) -> Context:
+    """The parallel layout of a config's flags (tp, pp, ep, the GPUs it takes)."""
+    return _parallel(flags, _int(_first(flags, "--dp-size", "--data-parallel-size", "--dp")) or 1)
 
 
 def _parallel(flags: dict[str, Any], dp: int) -> Context:

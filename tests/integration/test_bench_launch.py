@@ -113,13 +113,34 @@ def test_our_own_health_polls_in_the_log_do_not_keep_a_hung_server_alive(tmp_pat
     assert_torn_down(server)
 
 
-def test_a_crash_reports_the_real_exit_code_and_the_last_line(tmp_path):
+def test_a_taken_zmq_port_is_named_on_the_live_log(tmp_path):
+    # the double's crash_exit replays SGLang's detokenizer ZMQError (a port another process holds)
     with launch(tmp_path, command("crash_exit")) as server:
+        result = server.wait_ready()
+    assert result.status == "crashed"
+    assert "port_in_use" in result.reason, result
+    [finding] = [f for f in result.findings if f.fatal]
+    assert finding.id == "port_in_use" and "--port" in finding.fix
+    assert_torn_down(server)
+
+
+def test_a_crash_no_signature_knows_reports_the_real_exit_code_and_where_it_failed(tmp_path):
+    """A real process that prints an exception no signature knows and is SIGKILLed: the verdict
+    waits for the exit code, and the finding (at the end of the log) is where it failed."""
+    port = free_port()
+    script = ("import os, sys, time; print('Loading weights', flush=True); "
+              "print('Traceback (most recent call last):', file=sys.stderr, flush=True); "
+              "print('KeyError: ' + repr('model.layers.0.mlp.gate_up_proj'), file=sys.stderr, flush=True); "
+              "time.sleep(0.3); os.kill(os.getpid(), 9)")
+    cmd = ServerCommand("test", (sys.executable, "-c", script), {}, "127.0.0.1", port)
+    with launch(tmp_path, cmd) as server:
         result = server.wait_ready()
     assert result.status == "crashed"
     assert result.returncode == -9, result
     assert "killed by SIGKILL" in result.reason and "None" not in result.reason
     assert result.last_line and result.last_line != "nothing"
+    assert [(f.id, f.text) for f in result.findings] == [
+        ("unclassified_failure", "KeyError: 'model.layers.0.mlp.gate_up_proj'")]
 
 
 def test_startup_limit_is_a_timeout(tmp_path):

@@ -292,3 +292,20 @@ def test_the_cli_prints_a_crashed_cells_log_path_and_last_lines(setup):
     assert "| RuntimeError: Not enough memory" in done.stdout  # the log's own last lines
     assert "raise --mem-fraction-static" in done.stdout  # the whole fix, under the table
     assert f"=> gen {gen} cuda128 x ep_flashinfer_a2a: crashed" in done.stderr  # a milestone, not a TTY
+
+
+def test_a_taken_port_skips_the_cell_before_launch_and_the_matrix_goes_on(setup):
+    spec, home, store, gen, new = setup
+    port = yaml.safe_load(spec.read_text())["benchmarks"]["server_flags"]["--port"]
+    lines: list[str] = []
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        run = run_matrix(prepare(spec, ["baseline", "typo"], [str(gen)], home), progress=lines.append)
+    by_config = {r.config: r for r in run.results}
+    skipped = by_config["baseline"]
+    assert skipped.outcome == "skipped" and skipped.findings[0].id == "port-in-use", skipped
+    assert f"port {port}" in skipped.summary and skipped.served_by is None
+    assert not (store.get(gen).path / "bench" / "baseline" / "server.log").exists()  # never launched
+    assert by_config["typo"].outcome == "skipped"  # the next cell was judged as usual
+    assert any("error: port-in-use" in line for line in lines)

@@ -231,6 +231,9 @@ CASES: dict[str, tuple] = {
     # the tiny Qwen3-MoE of the GPU tests has 8 experts (tests/fixtures/models)
     "ep-must-divide-experts": (deep_merge(TINY_MOE, cfg({"--ep-size": 3, "--tp-size": 3})),
                                deep_merge(TINY_MOE, cfg({"--ep-size": 4, "--tp-size": 4}))),
+    # 4 attention heads, 2 KV heads: tp 3 splits neither; tp 4 splits the heads and replicates the KV heads
+    "tp-must-divide-heads": (deep_merge(TINY_MOE, cfg({"--tp-size": 3})),
+                             deep_merge(TINY_MOE, {"benchmarks": {"server_flags": {"--tp-size": 4}}})),
     # sglang 0.5.15 needs cuda-python >= 13: PyPI's default torch is the cu130 build
     "pypi-torch-is-cuda13": ({"driver": {"version": "570.124.06"}, "cuda": {"toolkits": [{"version": "12.8"}]},
                               "python": {"torch_cuda": None}},
@@ -268,6 +271,23 @@ def test_experts_unknown_without_a_readable_config_and_read_from_deepseek_keys(t
     model = {"benchmarks": {"model_path": str(tmp_path)}}
     assert "ep-must-divide-experts" in fired(deep_merge(model, cfg({"--ep-size": 5, "--tp-size": 5})))
     assert "ep-must-divide-experts" not in fired(deep_merge(model, cfg({"--ep-size": 8})))
+
+
+def test_heads_split_over_the_attention_tp_ranks_and_kv_heads_may_be_replicated(tmp_path):
+    from envmgr.compat.context import tp_divides_heads
+
+    assert tp_divides_heads(32, 8, 8) and tp_divides_heads(32, 4, 8)  # 4 KV heads on 8 ranks: replicated
+    assert tp_divides_heads(32, 8, 3) is False and tp_divides_heads(32, 3, 4) is False
+    assert tp_divides_heads(None, None, 8) is None and tp_divides_heads(5, 5, 1) is None
+    # with --enable-dp-attention the attention TP is tp / dp: 8 / 8 = 1, nothing to split
+    def heads_findings(flags):
+        spec = Spec.model_validate(deep_merge(CLEAN, deep_merge(TINY_MOE, cfg(flags))))
+        return [f for f in evaluate(spec) if f.id == "tp-must-divide-heads" and "x" in f.configs]
+
+    assert heads_findings({"--tp-size": 8, "--dp-size": 8, "--enable-dp-attention": True}) == []
+    assert heads_findings({"--tp-size": 8})  # 4 heads over 8 ranks
+    [finding] = heads_findings({"--tp-size": 3})
+    assert "4 attention heads and 2 KV heads" in finding.message and "over 3 ranks" in finding.message
 
 
 def test_dp_attention_shares_the_tp_gpus_and_plain_dp_replicates_them():

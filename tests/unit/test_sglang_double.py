@@ -313,12 +313,12 @@ def test_hang_stays_silent_with_health_503_in_one_process_group(launch):
         time.sleep(0.02)
 
 
-def test_crash_exit_dies_with_an_error_no_signature_knows(launch):
+def test_crash_exit_dies_of_a_taken_zmq_port(launch):
     server = launch("crash_exit")
     assert server.proc.wait(10) == -signal.SIGKILL
     assert "zmq.error.ZMQError: Address already in use" in server.text()
     from envmgr.bench.triage import triage_text
-    assert triage_text(server.text()) == []
+    assert [f.id for f in triage_text(server.text())] == ["port_in_use"]
 
 
 def test_a_taken_port_fails_like_uvicorn(tmp_path, ready):
@@ -327,6 +327,8 @@ def test_a_taken_port_fails_like_uvicorn(tmp_path, ready):
                           text=True, timeout=10, cwd=tmp_path)
     assert proc.returncode == 1
     assert "error while attempting to bind on address ('127.0.0.1'" in proc.stderr
+    from envmgr.bench.triage import triage_text
+    assert [(f.id, f.values.get("port")) for f in triage_text(proc.stderr)] == [("port_in_use", ready.port)]
 
 
 # --- bench_serving -----------------------------------------------------------------------------

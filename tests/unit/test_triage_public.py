@@ -88,8 +88,10 @@ def test_a_chained_exception_whose_frames_come_after_the_error():
     ])
     assert [f.id for f in triage_text(log)] == ["symm_mem_unsupported_arch"]
     assert [f.id for f in triage_lines(log.split("\n"))] == ["symm_mem_unsupported_arch"]
-    # without any torch_symm_mem line near it, a KeyError is nobody's
-    assert triage_text(log.replace("torch_symm_mem.py", "scheduler.py")) == []
+    # without any torch_symm_mem line near it, a KeyError is nobody's: unclassified, at the
+    # chain's original exception (printed first), not at the RuntimeError it caused
+    other = triage_text(log.replace("torch_symm_mem.py", "scheduler.py"))
+    assert [(f.id, f.line, f.text) for f in other] == [("unclassified_failure", 2, "KeyError: 12")]
 
 
 def test_the_counts_the_closing_note_reports():

@@ -1,0 +1,155 @@
+"""Where a log failed when no signature explains it: the fallback behind ``unclassified_failure``.
+
+Triage must never say "no known failure" of a log that ends in a traceback. What counts as a
+failure line is data (``signatures.yaml``, ``unclassified:``); this module only keeps, per
+kind, the first such line since the server was last ready:
+
+- ``exception``: a Python exception line (``RuntimeError: ...``, ``torch.OutOfMemoryError``);
+  Python prints a chained traceback's original exception first, so the first one is the
+  innermost cause;
+- ``error``: a line at level ERROR/CRITICAL/FATAL (from its logging prefix) or one a program
+  prints as fatal (``error: ...``, ``Segmentation fault``, a Rust panic);
+- ``exit``: a process that exited with a non-zero code.
+
+The finding is the first exception, else the first error line, else the first exit. A ready
+line clears what came before it (a caught traceback during start-up is not the failure), and
+after it an error line is one request's (a 404), not the server's: only an exception or an
+exit counts then. Once a shutdown was asked for (``SIGTERM received``), what follows is the
+shutdown, not a failure; an exception Python says it ignored ("Exception ignored in") is none.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Kind = Literal["exception", "error", "exit"]
+KINDS: tuple[Kind, ...] = ("exception", "error", "exit")  # in order of preference
+
+
+def _compile_all(raw: Any) -> list[re.Pattern[str]]:
+    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
+        raise ValueError(f"expected a list of regexes, got {raw!r}")
+    out = []
+    for pattern in raw:
+        try:
+            out.append(re.compile(pattern))  # case matters here: an exception's class name
+        except re.error as exc:
+            raise ValueError(f"invalid regex {pattern!r}: {exc}") from exc
+    return out
+
+
+class FallbackRules(BaseModel):
+    """The ``unclassified:`` section of signatures.yaml."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str
+    levels: list[str] = Field(min_length=1)  # logging levels that make a line an error line
+    exception: list[re.Pattern[str]] = Field(min_length=1)
+    error: list[re.Pattern[str]] = Field(min_length=1)
+    exit: list[re.Pattern[str]] = Field(min_length=1)  # with a group `code`: 0 is no failure
+    ready: list[re.Pattern[str]] = Field(min_length=1)
+    stop: list[re.Pattern[str]] = Field(min_length=1)
+    # a line that says the exception after it was caught and is harmless ("Exception ignored in")
+    ignored_exception: list[re.Pattern[str]] = []
+    message: str
+    fix: dict[Kind, str]
+
+    @field_validator("exception", "error", "exit", "ready", "stop", "ignored_exception", mode="before")
+    @classmethod
+    def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
+        return _compile_all(raw)
+
+    @field_validator("exit")
+    @classmethod
+    def _has_code(cls, patterns: list[re.Pattern[str]]) -> list[re.Pattern[str]]:
+        for pattern in patterns:
+            if "code" not in pattern.groupindex:
+                raise ValueError(f"an exit pattern needs a group `code`: {pattern.pattern!r}")
+        return patterns
+
+    @field_validator("fix")
+    @classmethod
+    def _every_kind(cls, fix: dict[Kind, str]) -> dict[Kind, str]:
+        missing = [k for k in KINDS if k not in fix]
+        if missing:
+            raise ValueError(f"fix: give a hint for every kind; missing {missing}")
+        return fix
+
+    def patterns(self) -> list[re.Pattern[str]]:
+        """Every pattern a line is matched against (for the literal prefilter)."""
+        levels = re.compile("|".join(re.escape(level) for level in self.levels))
+        return [levels, *self.exception, *self.error, *self.exit, *self.ready, *self.stop,
+                *self.ignored_exception]
+
+    def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
+        """The kind of failure this line states, if any. ``serving``: the server was ready, so
+        an error line is one request's (a 404 for an unknown model), not the server's."""
+        if any(p.search(text) for p in self.exception):
+            return "exception"
+        if not serving and ((level or "").upper() in self.levels or any(p.search(text) for p in self.error)):
+            return "error"
+        for pattern in self.exit:
+            match = pattern.search(text)
+            if match and _failed(match.group("code")):
+                return "exit"
+        return None
+
+
+# Exit codes that are no failure: success, and a stop that was asked for (SIGINT, SIGTERM; as
+# Python reports them, negative, and as a shell does, 128 + the signal).
+NOT_FAILED = frozenset({0, -2, -15, 130, 143})
+
+
+def _failed(code: str) -> bool:
+    try:
+        return int(code) not in NOT_FAILED
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class FailureLine:
+    kind: Kind
+    line: int
+    text: str
+    rank: str | None
+
+
+class FirstFailure:
+    """Fed every line no signature matched; ``found()`` is where the log failed, or None."""
+
+    def __init__(self, rules: FallbackRules) -> None:
+        self.rules = rules
+        self._first: dict[Kind, FailureLine] = {}
+        self._stopping = False
+        self._serving = False  # a ready line was seen (and nothing has failed since)
+        self._skip_exception = False  # the next exception was caught ("Exception ignored in")
+
+    def see(self, line: int, text: str, level: str | None, rank_of: Callable[[], str | None]) -> None:
+        """One line no signature matched; ``rank_of`` is asked only for a line that is kept."""
+        if any(p.search(text) for p in self.rules.ready):
+            self._first.clear()  # it got past them: they were not fatal
+            self._stopping, self._serving = False, True
+            return
+        if self._stopping:
+            return
+        if any(p.search(text) for p in self.rules.stop):
+            self._stopping = True
+            return
+        if any(p.search(text) for p in self.rules.ignored_exception):
+            self._skip_exception = True
+            return
+        kind = self.rules.kind_of(text, level, self._serving)
+        if kind == "exception" and self._skip_exception:
+            self._skip_exception = False
+            return
+        if kind is not None and kind not in self._first:
+            self._first[kind] = FailureLine(kind, line, text, rank_of())
+
+    def found(self) -> FailureLine | None:
+        return next((self._first[k] for k in KINDS if k in self._first), None)

@@ -1,0 +1,320 @@
+"""Triage on logs printed differently from the ones its signatures were written from:
+normalised matching (case, rich boxes, soft and hard wraps, more framings), the fallback
+that never stays silent (``unclassified_failure``), the development half of round 1, and
+the frozen held-out half's score.
+
+Round 1's excerpts and labels: tests/fixtures/triage/{heldout,dev}/round1.yaml (their
+headers say how they were gathered, split and scored).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import envmgr.bench.triage as triage_module
+from envmgr.bench.render import triage_command
+from envmgr.bench.triage import (
+    WRAP_MIN,
+    Triage,
+    clean_line,
+    load_signatures,
+    parse_signatures,
+    triage_lines,
+    triage_stream,
+    triage_text,
+)
+from envmgr.errors import KnowledgeBaseError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
+DEV = yaml.safe_load((FIXTURES / "dev" / "round1.yaml").read_text(encoding="utf-8"))["excerpts"]
+HELDOUT = FIXTURES / "heldout" / "round1.yaml"
+NEW_FAMILIES = ("port_in_use", "fabric_manager_not_running", "gpu_hardware_fault", "container_toolkit_missing",
+                "shm_too_small", "disk_full", "bf16_unsupported", "hf_gated_repo", "context_length_exceeded",
+                "heads_not_divisible_by_tp", "custom_allreduce_failed", "attention_backend_unsupported")
+
+
+def found(text: str) -> list[tuple[str, int]]:
+    return [(f.id, f.line) for f in triage_text(text)]
+
+
+def same_both_ways(text: str) -> list:
+    """The batch result, after checking the live feed gives the same."""
+    batch = [f.to_dict() for f in triage_text(text)]
+    assert [f.to_dict() for f in triage_lines(text.split("\n"))] == batch
+    return batch
+
+
+# --- normalised matching ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("line, expected", [
+    ("RuntimeError: CUDA Error: out of memory", "cuda_oom"),            # case differs
+    ("RUNTIMEERROR: CUDA ERROR: AN ILLEGAL MEMORY ACCESS WAS ENCOUNTERED", "cuda_illegal_address"),
+    ("│ RuntimeError: CUDA error: no kernel image is available for execution on the device   │", "no_kernel_image"),
+    ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda_oom"),
+    ("W0527 09:20:36.762000 1407 torch/distributed/elastic/api.py:857] NCCL error: unhandled system error", "nccl_error"),
+    ("2025-05-28T03:35:37.857Z ERROR engine.run_mp_engine: CUDA error: an illegal memory access was encountered",
+     "cuda_illegal_address"),
+])
+def test_wordings_match_in_any_case_and_framing(line, expected):
+    assert [f.id for f in triage_text(line + "\n")] == [expected]
+
+
+def test_rich_box_characters_are_framing():
+    assert clean_line("│ RuntimeError: x   │").text == "RuntimeError: x"
+    assert clean_line("╰──────────────╯").text == ""
+
+
+@pytest.mark.parametrize("raw, level", [
+    ("ERROR 05-12 10:11:12 [core.py:708] boom", "ERROR"),
+    ("ERROR 2025-07-21 14:34:24.934 factory.py:62] boom", "ERROR"),
+    ("E0527 09:20:36.761000 1407 torch/api.py:857] boom", "ERROR"),
+    ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 2)", "ERROR"),
+    ("2024-06-25 16:32:00,563 xinference.api.restful_api 3118895 ERROR    boom", "ERROR"),
+    ("INFO:     Application startup complete.", "INFO"),
+    ("plain text", None),
+])
+def test_the_level_of_a_logging_prefix_is_kept(raw, level):
+    assert clean_line(raw).level == level
+
+
+LONG = "[2026-12-01 10:00:00 TP0] RuntimeError: CUDA error: no kernel image is available for"  # >= WRAP_MIN
+
+
+def test_a_wording_wrapped_at_a_space_is_found_on_the_line_it_begins():
+    assert len(LONG) >= WRAP_MIN
+    text = "\n".join(["starting", LONG, "execution on the device", "done"])
+    assert [(f["id"], f["line"]) for f in same_both_ways(text)] == [("no_kernel_image", 2)]
+
+
+def test_a_wording_cut_in_the_middle_of_a_word_is_found():
+    first = "(EngineCore pid=316) ValueError: To serve at least one request (4.26 GiB KV cach"
+    second = "e is needed, which is larger than the available KV cache memory (4.25 GiB)."
+    assert [(f["id"], f["line"]) for f in same_both_ways(first + "\n" + second + "\n")] == [("kv_pool_oom", 1)]
+
+
+def test_a_short_line_is_never_joined_with_the_next():
+    # "no kernel image is available for" + "execution on the device" matches only joined; the
+    # first line is too short to have been wrapped
+    assert found("no kernel image is available for\nexecution on the device\n") == []
+
+
+def test_a_line_that_matched_alone_is_not_counted_again_with_the_next():
+    line = "[2026-12-01 14:57:44] Cuda graph is disabled because of using torch native attention backend"
+    [finding] = same_both_ways(line + "\nnext line of the log\n")
+    assert finding["id"] == "cuda_graph_off" and finding["count"] == 1
+
+
+def test_a_wrap_across_the_block_boundary_is_found_like_the_live_feed_finds_it():
+    filler = "[2026-12-01 08:00:42] Decode batch, #running-req: 8, #token: 1280, token usage: 0.00\n"
+    text = filler * 40 + LONG + "\nexecution on the device\n" + filler * 5
+    for cut in range(len(filler) * 40 - 5, len(filler) * 40 + len(LONG) + 30, 7):
+        old = triage_module.CHUNK
+        triage_module.CHUNK = cut
+        try:
+            streamed = triage_stream(io.BytesIO(text.encode()))
+        finally:
+            triage_module.CHUNK = old
+        assert [(f.id, f.line) for f in streamed] == [("no_kernel_image", 41)], cut
+
+
+REAL_LINES = sorted({line for p in FIXTURES.glob("*.log") for line in p.read_text().split("\n")}
+                    | {line for e in DEV for line in e["text"].split("\n")})
+
+
+@st.composite
+def wrapped_logs(draw) -> str:
+    """Real lines, some cut at a random column the way a terminal (mid-word) or a renderer
+    (at a space) wraps them."""
+    out = []
+    for line in draw(st.lists(st.sampled_from(REAL_LINES), max_size=60)):
+        if len(line) > WRAP_MIN and draw(st.booleans()):
+            cut = draw(st.integers(min_value=WRAP_MIN, max_value=len(line) - 1))
+            glue_space = line[cut] == " "
+            out += [line[:cut], line[cut + 1:] if glue_space else line[cut:]]
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None)
+@given(wrapped_logs(), st.integers(min_value=1, max_value=400))
+def test_wrapped_real_logs_in_blocks_of_any_size_give_what_the_live_feed_gives(text, chunk):
+    old = triage_module.CHUNK
+    triage_module.CHUNK = chunk
+    try:
+        streamed = triage_stream(io.BytesIO(text.encode()))
+    finally:
+        triage_module.CHUNK = old
+    assert [f.to_dict() for f in streamed] == [f.to_dict() for f in triage_lines(text.split("\n"))]
+
+
+# --- the fallback: never silent about a failure ---------------------------------------------------
+
+CHAINED = """\
+[2026-12-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/opt/sgl/sglang/srt/models/foo.py", line 12, in load_weights
+    param = params_dict[name]
+KeyError: 'model.layers.0.mlp.experts.w13_weight'
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/opt/sgl/sglang/srt/managers/scheduler.py", line 3130, in run_scheduler_process
+RuntimeError: failed to load the model
+[2026-12-01 10:00:01] Received sigquit from a child process. It usually means the child failed.
+"""
+
+
+def test_a_chained_traceback_no_signature_knows_is_reported_at_its_original_exception():
+    [finding] = same_both_ways(CHAINED)
+    assert (finding["id"], finding["line"], finding["rank"]) == ("unclassified_failure", 4, "TP0")
+    assert finding["severity"] == "error" and finding["values"] == {"kind": "exception"}
+    assert "KeyError" in finding["message"] and "traceback" in finding["fix"]
+
+
+def test_without_an_exception_the_first_error_line_then_an_exit():
+    log = "INFO 05-12 10:00:00 [a.py:1] loading\nERROR 05-12 10:00:01 [b.py:2] Engine core died\nexited with code 3\n"
+    assert found(log) == [("unclassified_failure", 2)]
+    assert found("starting\nworker exited with code 3\n") == [("unclassified_failure", 2)]
+    assert found("Segmentation fault (core dumped)\n") == [("unclassified_failure", 1)]
+
+
+@pytest.mark.parametrize("log", [
+    # got past it: ready after a caught start-up traceback
+    "Traceback (most recent call last):\nModuleNotFoundError: No module named 'openai_harmony'\n"
+    "[2026-12-01 08:21:34] INFO:     Application startup complete.\n",
+    # a request's error while serving (a 404), not the server's
+    "INFO:     Application startup complete.\nERROR 03-18 09:02:03 [serving_chat.py:133] Error with model "
+    "object='error' message='The model `x` does not exist.' code=404\n",
+    # the shutdown that was asked for
+    "[2026-12-01 08:25:35] SIGTERM received. signum=None frame=None.\nTraceback (most recent call last):\nRuntimeError: x\n",
+    "worker exited with code 0\nSubprocess detokenizer (pid=1459) crashed with exit code -15.\n",
+    # Python says it ignored it
+    "Exception ignored in: <function Vllm.__del__ at 0x7f17>\nTraceback (most recent call last):\n"
+    "ImportError: sys.meta_path is None, Python is likely shutting down\n",
+    # an option's help text and a warning
+    "  --enable-error-log ERROR_LOG  where errors go\nWARNING 05-12 10:00:01 [b.py:2] slow\n",
+])
+def test_what_is_not_a_failure_stays_quiet(log):
+    assert same_both_ways(log) == []
+
+
+def test_an_exception_after_ready_still_counts():
+    log = "INFO:     Application startup complete.\nTraceback (most recent call last):\nValueError: bad\n"
+    assert found(log) == [("unclassified_failure", 3)]
+
+
+def test_a_signature_explains_the_failure_so_no_unclassified_finding():
+    assert [f.id for f in triage_text(CHAINED + "RuntimeError: CUDA error: an illegal memory access was encountered\n")] \
+        == ["cuda_illegal_address"]
+
+
+def test_a_feature_off_warning_does_not_hide_an_unclassified_failure():
+    log = "[2026-12-01 14:57:44] Cuda graph is disabled because of using torch native attention backend\n" + CHAINED
+    assert [f.id for f in triage_text(log)] == ["unclassified_failure", "cuda_graph_off"]
+
+
+def test_the_live_feed_gives_the_unclassified_finding_only_when_the_log_ends():
+    triage = Triage()
+    emitted = [f for line in CHAINED.split("\n") for f in triage.feed(line)]
+    assert emitted == [] and triage.findings() == []  # the server may yet say why
+    assert [f.id for f in triage.close()] == ["unclassified_failure"]
+    assert [f.id for f in triage.findings()] == ["unclassified_failure"]
+    assert triage.close() == []  # released once
+
+
+def test_triage_command_exits_1_on_an_unclassified_failure(tmp_path, capsys):
+    log = tmp_path / "server.log"
+    log.write_text(CHAINED)
+    assert triage_command(log, as_json=False) == 1
+    out = capsys.readouterr().out
+    assert "unclassified_failure" in out and "line 4" in out
+
+
+@pytest.mark.parametrize("bad, words", [
+    ("exit: ['exit (\\d+)']", "group `code`"),
+    ("exception: ['((']", "invalid regex"),
+    ("fix: {exception: a}", "every kind"),
+])
+def test_malformed_fallback_data_is_a_knowledge_base_error(bad, words):
+    rules = {"id": "unclassified_failure", "title": "t", "levels": ["ERROR"], "exception": ["Error:"],
+             "error": ["^error:"], "exit": ["exit (?P<code>\\d+)"], "ready": ["ready"], "stop": ["stop"],
+             "message": "m {text}", "fix": {"exception": "a", "error": "b", "exit": "c"}}
+    rules.update(yaml.safe_load(bad))
+    text = yaml.safe_dump({"hold_lines": 1, "unclassified": rules, "signatures": [
+        {"id": "x", "title": "t", "priority": 1, "patterns": ["abc"], "message": ["m"], "fix": ["f"], "sources": ["s"]}]})
+    with pytest.raises(KnowledgeBaseError, match=words):
+        parse_signatures(text)
+
+
+# --- the new families -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", NEW_FAMILIES)
+def test_each_new_family_has_wordings_from_two_public_sources_and_an_actionable_fix(family):
+    signature = load_signatures().by_id()[family]
+    seen_in = {w.source for w in signature.patterns if w.source}
+    assert len(seen_in) >= 2, seen_in
+    assert all(w.source for w in signature.patterns), family
+    assert signature.fix and all(len(f) > 40 for f in signature.fix)
+
+
+def test_a_warning_about_peer_access_is_not_the_custom_allreduce_failure():
+    # SGLang's own warning (it turns custom all-reduce off and runs on): clean_benign_warnings.log
+    line = ("[2025-11-01 16:50:36 TP0] Setup Custom allreduce failed with CUDART error: peer access is not "
+            "supported between these two devices. To silence this warning, specify --disable-custom-all-reduce")
+    assert "custom_allreduce_failed" not in [f.id for f in triage_text(line + "\n")]
+
+
+def test_the_container_runtime_refusing_an_image_for_the_driver_is_driver_too_old():
+    line = ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=13.0, please update your "
+            "driver to a newer version, or use an earlier cuda container: unknown")
+    [finding] = triage_text(line + "\n")
+    assert finding.id == "driver_too_old" and "13.0" in finding.message
+
+
+def test_sglang_auto_truncate_warning_is_not_a_context_failure():
+    warned = "The input (5000 tokens) is longer than the model's context length (4096 tokens). Truncating the input."
+    raised = "ValueError: The input (5000 tokens) is longer than the model's context length (4096 tokens)."
+    assert triage_text(warned + "\n") == []
+    assert [f.id for f in triage_text(raised + "\n")] == ["context_length_exceeded"]
+
+
+def test_shm_explains_its_no_space_left_rather_than_disk_full():
+    log = ("[3] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
+           "[3] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-1 (size 9637888)\n")
+    assert [f.id for f in triage_text(log)] == ["shm_too_small"]
+    assert [f.id for f in triage_text("OSError: [Errno 28] No space left on device\n")] == ["disk_full"]
+
+
+# --- round 1: the development half and the frozen held-out half --------------------------------------
+
+@pytest.mark.parametrize("excerpt", DEV, ids=[e["id"] for e in DEV])
+def test_each_development_excerpt_is_named(excerpt):
+    findings = triage_text(excerpt["text"])
+    if excerpt["family"] == "none":
+        assert findings == [], excerpt["source"]
+    else:
+        assert findings and findings[0].id == excerpt["family"], (excerpt["source"], [f.id for f in findings])
+
+
+def test_the_frozen_held_out_split_scores_what_the_closing_note_reports():
+    """Measured once on the frozen split after the development above (never tuned on): the
+    bar the issue sets, 90% named, every failure flagged, every negative quiet."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("triage_heldout", Path(__file__).resolve().parents[2]
+                                                  / "benchmarks" / "triage_heldout.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.score(HELDOUT)
+    assert result["excerpts"] >= 40
+    assert result["named"] >= 0.9 * result["failures"], result["by_family"]
+    assert result["flagged"] == result["failures"]
+    assert result["negatives_quiet"] == result["negatives"]
