@@ -18,10 +18,13 @@ import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from envmgr.errors import BackendError
 from envmgr.findings import Finding
-from envmgr.targets.base import Runner
+
+if TYPE_CHECKING:  # the GPU kit reads HOST_SCRIPT with a bare python3 (no pydantic there)
+    from envmgr.targets.base import Runner
 
 GIB = 1 << 30
 SHM_MIN_BYTES = 1 * GIB  # Docker gives a container 64 MB; NCCL's shm transport wants far more
@@ -158,7 +161,7 @@ def _size(n: int) -> str:
     return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):.0f} MiB"
 
 
-def gather(runner: Runner, python: str, env: Mapping[str, str]) -> HostFacts:
+def gather(runner: "Runner", python: str, env: Mapping[str, str]) -> HostFacts:
     """Run the two commands in the environment; a command that fails leaves its facts unknown."""
     facts = HostFacts()
     try:

@@ -298,6 +298,13 @@ PREFIXES = (
     # glog (torch's C++ side): "W0527 09:20:36.761000 140735466850080 torch/distributed/api.py:857] "
     re.compile(r"^(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "),
     re.compile(r"^\[rank\d+\]:\s?"),  # torch elastic: "[rank0]: "
+    # torch's C++ log (c10): "[E ProcessGroupNCCL.cpp:475] ", "[W1203 12:00:00.123456 99 Module.cpp:12] "
+    re.compile(r"^\[(?P<glog>[IWEF])(?:\d{4} \d\d:\d\d:\d\d\.\d+ \d+)? ?[\w./-]+:\d+\]\s*"),
+    # TensorRT-LLM and other C++ loggers: "[TensorRT-LLM][ERROR] "
+    re.compile(rf"^\[[\w.-]+\]\[(?P<level>{LEVEL})\]\s*"),
+    # FastChat and loguru-style: "2023-11-10 17:45:27 | ERROR | asyncio | "
+    re.compile(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| (?P<level>{LEVEL})\s*\| (?:[\w.:<>-]+ \| |[\w.:<>-]+ - )?"),
+    re.compile(r"^\[[\w.-]+\]\s+\|\s?"),  # a bracketed service name: "[llama-cpp] | "
     # CI logs (Buildkite "  | [2024-09-05T00:38:34Z] ") and build logs quoting a step ("  > ")
     re.compile(r"^\s*[|>]\s"),
     re.compile(r"^\[\d{4}-\d\d-\d\dT[\d:.]+Z\]\s*"),

@@ -21,11 +21,11 @@ def ids(findings) -> list[str]:
     return [f.id for f in findings]
 
 
-def test_the_host_script_runs_in_a_real_python_and_reads_back():
-    facts = preflight.gather(LocalTarget(), sys.executable, {"TRITON_CACHE_DIR": "/nonexistent/deeper/triton"})
+def test_the_host_script_runs_in_a_real_python_and_reads_back(tmp_path):
+    facts = preflight.gather(LocalTarget(), sys.executable, {"TRITON_CACHE_DIR": str(tmp_path / "not" / "made")})
     names = {name: path for name, path, _ in facts.cache_free}
     assert set(names) == {"flashinfer", "triton", "huggingface", "tmp"}
-    assert names["triton"] == "/"  # a cache not made yet fills its nearest existing parent
+    assert names["triton"] == str(tmp_path)  # a cache not made yet fills its nearest existing parent
     assert all(free >= 0 for _, _, free in facts.cache_free)
     assert facts.shm_total is None or facts.shm_total >= facts.shm_free >= 0
 
