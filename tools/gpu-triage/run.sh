@@ -2,14 +2,15 @@
 # Real SGLang 0.5.11 logs of the triage families one GPU can show, and the facts the bench's
 # pre-flight reads, on the GPU machine (docs/evidence/h200-triage-round1/README.md):
 #   bash tools/gpu-triage/run.sh        (carry .sgl/bundle.tar.xz, .sgl/setup.sh, .sgl/make_tiny_model.py)
-# Writes to $OUT: nvidia-smi -q, df, the pre-flight host report, and one server log per case:
+# Writes to $OUT: nvidia-smi -q, df, the pre-flight host report, and one server log per case
+# (CASES="port_in_use ..." picks some; a server that does not end is stopped after LIMIT=60 s):
 #   port_in_use          --port held by another process
 #   context_length_flag  --context-length far above the model's 4096
 #   context_request      a ready server (--context-length 256) sent a 600-token prompt
 set -u
 OUT=${OUT:-/tmp/gpu-triage}
 mkdir -p "$OUT"
-bash .sgl/setup.sh > "$OUT/setup.log" 2>&1 || { tail -20 "$OUT/setup.log"; exit 1; }
+bash .sgl/setup.sh > /tmp/gpu-triage-setup.log 2>&1 || { tail -20 /tmp/gpu-triage-setup.log; exit 1; }
 PY=/opt/sgl/bin/python
 nvidia-smi -q > "$OUT/nvidia-smi-q.txt" 2>&1
 df -k /dev/shm / /tmp > "$OUT/df.txt" 2>&1
@@ -17,22 +18,28 @@ SCRIPT=$(python3 -c 'import sys; sys.path.insert(0, "."); from envmgr.bench.pref
 "$PY" -I -c "$SCRIPT" > "$OUT/host_report.json" 2>&1
 MODEL=/opt/models/tiny-llama
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-[ -f "$MODEL/model.safetensors" ] || "$PY" .sgl/make_tiny_model.py "$MODEL" --arch llama --tokenizer-dir /opt/models/tok > "$OUT/model.log" 2>&1
+[ -f "$MODEL/model.safetensors" ] || "$PY" .sgl/make_tiny_model.py "$MODEL" --arch llama --tokenizer-dir /opt/models/tok > /tmp/gpu-triage-model.log 2>&1
+CASES=${CASES:-port_in_use context_length_flag context_request}
 FLAGS=(--host 127.0.0.1 --attention-backend triton --sampling-backend pytorch --disable-cuda-graph
        --disable-piecewise-cuda-graph --mem-fraction-static 0.3 --log-level info)
-launch() {  # NAME FLAG...: run the server to its end (or 150 s), keep its log and exit code
+launch() {  # NAME FLAG...: run the server to its end (or $LIMIT s), keep its log and exit code
   local name=$1; shift
-  timeout 150 "$PY" -m sglang.launch_server --model-path "$MODEL" "${FLAGS[@]}" "$@" > "$OUT/$name.log" 2>&1
+  timeout "${LIMIT:-60}" "$PY" -m sglang.launch_server --model-path "$MODEL" "${FLAGS[@]}" "$@" > "$OUT/$name.log" 2>&1
   echo "$name: exit $?" >> "$OUT/exits.txt"
 }
+if [[ " $CASES " == *" port_in_use "* ]]; then
 echo "== port_in_use"
 python3 -c "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 30123)); s.listen(); time.sleep(170)" &
 HOLDER=$!
 sleep 1
 launch port_in_use --port 30123
 kill $HOLDER 2>/dev/null
+fi
+if [[ " $CASES " == *" context_length_flag "* ]]; then
 echo "== context_length_flag"
 launch context_length_flag --port 30124 --context-length 1000000
+fi
+if [[ " $CASES " == *" context_request "* ]]; then
 echo "== context_request"
 "$PY" -m sglang.launch_server --model-path "$MODEL" "${FLAGS[@]}" --port 30125 --context-length 256 \
   > "$OUT/context_request.log" 2>&1 &
@@ -48,5 +55,6 @@ echo "context_request: http $(cat "$OUT/context_request_response.json" | head -c
 sleep 2
 kill -TERM $SERVER 2>/dev/null; sleep 5; kill -KILL $SERVER 2>/dev/null
 pkill -f "sglang" 2>/dev/null
+fi
 cat "$OUT/exits.txt"
-for f in port_in_use context_length_flag context_request; do echo "== $f (last lines)"; tail -6 "$OUT/$f.log" | cut -c1-300; done
+for f in $CASES; do echo "== $f (last lines)"; tail -6 "$OUT/$f.log" | cut -c1-300; done
