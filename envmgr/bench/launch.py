@@ -28,6 +28,7 @@ from typing import Literal
 
 from envmgr.targets.base import Target
 from envmgr.bench.command import ServerCommand
+from envmgr.bench.preflight import port_taken
 from envmgr.bench.triage import Triage, clean_line, signal_name
 from envmgr.findings import Finding
 from envmgr.errors import BackendError, LaunchError, UsageError
@@ -301,8 +302,6 @@ def http_status(url: str, timeout_s: float) -> int | None:
 def _require_free_port(command: ServerCommand) -> None:
     """Something already answering on the port would be measured instead of our server (the
     bench's pre-flight skips such a cell; this guards every other caller)."""
-    from envmgr.bench.preflight import port_taken
-
     if port_taken(command.client_host, command.port):
         raise LaunchError(f"port {command.port} on {command.client_host} is already in use: another server is running",
                           hint="stop it, or give this config another --port")

@@ -17,7 +17,7 @@ import json
 import re
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from envmgr.errors import BackendError
@@ -172,7 +172,8 @@ def gather(runner: "Runner", python: str, env: Mapping[str, str]) -> HostFacts:
         pass
     try:
         smi = runner.run(["nvidia-smi", "-q"], timeout=COMMAND_TIMEOUT_S)
-        states = parse_fabric_states(smi.stdout) if smi.ok else ()
+        if smi.ok:
+            facts = replace(facts, fabric_states=parse_fabric_states(smi.stdout))
     except BackendError:
-        states = ()
-    return HostFacts(facts.shm_total, facts.shm_free, facts.cache_free, states)
+        pass
+    return facts

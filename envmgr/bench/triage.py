@@ -76,7 +76,12 @@ class Wording(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     regex: re.Pattern[str]
-    source: str = ""
+    source: tuple[str, ...] = ()  # one place it was seen, or several: one wording, one regex
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _one_or_more(cls, raw: Any) -> Any:
+        return (raw,) if isinstance(raw, str) and raw else () if raw == "" else raw
 
     @model_validator(mode="before")
     @classmethod
@@ -877,8 +882,7 @@ def _sources(signature: Signature) -> list[str]:
     """The signature's sources, then those of its wordings (each wording says where it was seen)."""
     out = list(signature.sources)
     for wording in signature.patterns:
-        if wording.source and wording.source not in out:
-            out.append(wording.source)
+        out += [source for source in wording.source if source not in out]
     return out
 
 
@@ -914,13 +918,13 @@ def triage_lines(lines: Iterable[str], signatures: SignatureSet | None = None) -
     return triage.findings()
 
 
-def triage_stream(stream: BinaryIO, signatures: SignatureSet | None = None) -> list[Finding]:
-    """Findings of a log read from a binary stream in blocks, in constant memory. Lines are
-    split on \n only, so line numbers match editors even where progress bars use \r; bytes
-    that are not UTF-8 read as U+FFFD."""
+def triage_stream(stream: BinaryIO, signatures: SignatureSet | None = None, block: int = CHUNK) -> list[Finding]:
+    """Findings of a log read from a binary stream in blocks of ``block`` bytes, in constant
+    memory. Lines are split on \n only, so line numbers match editors even where progress bars
+    use \r; bytes that are not UTF-8 read as U+FFFD."""
     triage = Triage(signatures)
     before, partial = b"", b""
-    while chunk := stream.read(CHUNK):
+    while chunk := stream.read(block):
         data = partial + chunk
         cut = data.rfind(b"\n") + 1
         if cut:

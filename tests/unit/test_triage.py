@@ -483,15 +483,8 @@ def test_blocks_of_any_size_give_what_feeding_line_by_line_gives(lines, chunk):
     (prefilter over blocks, look-backs across block boundaries) equals the live path."""
     import io
 
-    import envmgr.bench.triage as triage_module
-
     text = "\n".join(lines)
-    old = triage_module.CHUNK
-    triage_module.CHUNK = chunk
-    try:
-        streamed = triage_stream(io.BytesIO(text.encode()))
-    finally:
-        triage_module.CHUNK = old
+    streamed = triage_stream(io.BytesIO(text.encode()), block=chunk)
     fed = triage_lines(text.split("\n")) if text else triage_lines([])
     assert [f.to_dict() for f in streamed] == [f.to_dict() for f in fed]
 

@@ -18,7 +18,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import envmgr.bench.triage as triage_module
 from envmgr.bench.render import triage_command
 from envmgr.bench.triage import (
     WRAP_MIN,
@@ -121,12 +120,7 @@ def test_a_wrap_across_the_block_boundary_is_found_like_the_live_feed_finds_it()
     filler = "[2026-12-01 08:00:42] Decode batch, #running-req: 8, #token: 1280, token usage: 0.00\n"
     text = filler * 40 + LONG + "\nexecution on the device\n" + filler * 5
     for cut in range(len(filler) * 40 - 5, len(filler) * 40 + len(LONG) + 30, 7):
-        old = triage_module.CHUNK
-        triage_module.CHUNK = cut
-        try:
-            streamed = triage_stream(io.BytesIO(text.encode()))
-        finally:
-            triage_module.CHUNK = old
+        streamed = triage_stream(io.BytesIO(text.encode()), block=cut)
         assert [(f.id, f.line) for f in streamed] == [("no_kernel_image", 41)], cut
 
 
@@ -153,12 +147,7 @@ def wrapped_logs(draw) -> str:
 @settings(max_examples=150, deadline=None)
 @given(wrapped_logs(), st.integers(min_value=1, max_value=400))
 def test_wrapped_real_logs_in_blocks_of_any_size_give_what_the_live_feed_gives(text, chunk):
-    old = triage_module.CHUNK
-    triage_module.CHUNK = chunk
-    try:
-        streamed = triage_stream(io.BytesIO(text.encode()))
-    finally:
-        triage_module.CHUNK = old
+    streamed = triage_stream(io.BytesIO(text.encode()), block=chunk)
     assert [f.to_dict() for f in streamed] == [f.to_dict() for f in triage_lines(text.split("\n"))]
 
 
@@ -266,7 +255,7 @@ def test_malformed_fallback_data_is_a_knowledge_base_error(bad, words):
 @pytest.mark.parametrize("family", NEW_FAMILIES)
 def test_each_new_family_has_wordings_from_two_public_sources_and_an_actionable_fix(family):
     signature = load_signatures().by_id()[family]
-    seen_in = {w.source for w in signature.patterns if w.source}
+    seen_in = {source for w in signature.patterns for source in w.source}
     assert len(seen_in) >= 2, seen_in
     assert all(w.source for w in signature.patterns), family
     assert signature.fix and all(len(f) > 40 for f in signature.fix)
