@@ -9,9 +9,14 @@ kind, the first such line since the server was last ready:
   innermost cause;
 - ``error``: a line at level ERROR/CRITICAL/FATAL (from its logging prefix) or one a program
   prints as fatal (``error: ...``, ``Segmentation fault``, a Rust panic);
+- ``statement``: a program's own sentence that something failed, with no exception, level or
+  exit code to say so (``ggml_cuda_init: failed to initialize CUDA: ...``, a kernel's ``GPU has
+  fallen off the bus``); a line at a quiet level (INFO, WARNING) or one that says the problem
+  was handled (falls back, retries, skips) is none;
 - ``exit``: a process that exited with a non-zero code.
 
-The finding is the first exception, else the first error line, else the first exit. A ready
+The finding is the first exception, else the first error line, else the first statement,
+else the first exit. A ready
 line clears what came before it (a caught traceback during start-up is not the failure), and
 after it an error line is one request's (a 404), not the server's: only an exception or an
 exit counts then. Once a shutdown was asked for (``SIGTERM received``), what follows is the
@@ -26,8 +31,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-Kind = Literal["exception", "error", "exit"]
-KINDS: tuple[Kind, ...] = ("exception", "error", "exit")  # in order of preference
+Kind = Literal["exception", "error", "statement", "exit"]
+KINDS: tuple[Kind, ...] = ("exception", "error", "statement", "exit")  # in order of preference
 
 
 def _compile_all(raw: Any) -> list[re.Pattern[str]]:
@@ -51,6 +56,10 @@ class FallbackRules(BaseModel):
     levels: list[str] = Field(min_length=1)  # logging levels that make a line an error line
     exception: list[re.Pattern[str]] = Field(min_length=1)
     error: list[re.Pattern[str]] = Field(min_length=1)
+    # a program's own sentence that something failed, and what makes such a sentence benign
+    statement: list[re.Pattern[str]] = []
+    handled: list[re.Pattern[str]] = []
+    quiet_levels: list[str] = []  # a line at one of these levels states no failure
     exit: list[re.Pattern[str]] = Field(min_length=1)  # with a group `code`: 0 is no failure
     ready: list[re.Pattern[str]] = Field(min_length=1)
     stop: list[re.Pattern[str]] = Field(min_length=1)
@@ -59,7 +68,8 @@ class FallbackRules(BaseModel):
     message: str
     fix: dict[Kind, str]
 
-    @field_validator("exception", "error", "exit", "ready", "stop", "ignored_exception", mode="before")
+    @field_validator("exception", "error", "statement", "handled", "exit", "ready", "stop", "ignored_exception",
+                     mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
         return _compile_all(raw)
@@ -83,8 +93,8 @@ class FallbackRules(BaseModel):
     def patterns(self) -> list[re.Pattern[str]]:
         """Every pattern a line is matched against (for the literal prefilter)."""
         levels = re.compile("|".join(re.escape(level) for level in self.levels))
-        return [levels, *self.exception, *self.error, *self.exit, *self.ready, *self.stop,
-                *self.ignored_exception]
+        return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready,
+                *self.stop, *self.ignored_exception]
 
     def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
         """The kind of failure this line states, if any. ``serving``: the server was ready, so
@@ -93,6 +103,9 @@ class FallbackRules(BaseModel):
             return "exception"
         if not serving and ((level or "").upper() in self.levels or any(p.search(text) for p in self.error)):
             return "error"
+        if (not serving and (level or "").upper() not in self.quiet_levels
+                and any(p.search(text) for p in self.statement) and not any(p.search(text) for p in self.handled)):
+            return "statement"
         for pattern in self.exit:
             match = pattern.search(text)
             if match and _failed(match.group("code")):

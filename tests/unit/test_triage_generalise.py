@@ -182,6 +182,28 @@ def test_without_an_exception_the_first_error_line_then_an_exit():
     assert found("Segmentation fault (core dumped)\n") == [("unclassified_failure", 1)]
 
 
+
+def test_a_program_s_own_sentence_of_failure_is_flagged_when_nothing_stronger_is():
+    # the statement kind: no exception, no level, no exit code; the weakest kind of all
+    log = "gpu-burn starting\nCouldn't init CUDA: system busy\nDone\n"
+    assert found(log) == [("unclassified_failure", 2)]
+    [finding] = same_both_ways(log)
+    assert finding["values"] == {"kind": "statement"} and "without an exception" in finding["fix"]
+    # an error line wins over it, and a statement over an exit
+    assert found("failed to launch the kernel\nERROR:root:worker gone\n") == [("unclassified_failure", 2)]
+    assert found("failed to launch the kernel\nexited with code 3\n") == [("unclassified_failure", 1)]
+
+
+@pytest.mark.parametrize("log", [
+    "Failed to initialize the backend, falling back to CPU\n",        # handled
+    "INFO 05-12 10:00:00 [a.py:1] failed to connect to the cache, retrying\n",  # a quiet level
+    "host:1:1 [0] NCCL INFO NET/Plugin: Failed to initialize the net plugin\n",  # NCCL's level inside the line
+    "[2026-12-01 08:00:00] Decode out of memory happened. #retracted_reqs: 1\n",  # SGLang's retraction
+    "    # failed to start the server when the port is taken\n",        # a comment in a code listing
+])
+def test_a_handled_or_quiet_sentence_of_failure_is_no_failure(log):
+    assert same_both_ways(log) == []
+
 @pytest.mark.parametrize("log", [
     # got past it: ready after a caught start-up traceback
     "Traceback (most recent call last):\nModuleNotFoundError: No module named 'openai_harmony'\n"
