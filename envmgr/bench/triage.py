@@ -318,6 +318,8 @@ PREFIXES = (
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "),
     re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)? [\w.-]+ [\w./-]+(?:\[\d+\])?: "),
     re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # dmesg: "[ 7386.259769] "
+    # logfmt (Go's slog, logrus: Ollama, the container toolkit): 'time=... level=ERROR source=x.go:1 msg='
+    re.compile(rf"^(?:time=\S+ )?level=(?P<level>{LEVEL}|error|warning|warn|info|debug|fatal) (?:source=\S+ )?msg="),
 )
 GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO"}
 # What a tool appends: Ray's de-duplication note.

@@ -38,6 +38,8 @@ DEV = [e for path in sorted((FIXTURES / "dev").glob("round*.yaml"))
 DEV_MISSES = {
     "tokenspeed-h20-gdn-prefill-needs-flashinfer-sm100":
         "a framework's own sentence about FlashInfer's SM100 path; one reporter, no FlashInfer wording to key on",
+    "vllm-flashinfer-backend-set-but-not-installed-nonetype":
+        "the missing package shows only as TypeError: 'NoneType' object is not callable; nothing names it",
 }
 HELDOUT = FIXTURES / "heldout" / "round1.yaml"
 NEW_FAMILIES = ("port_in_use", "fabric_manager_not_running", "gpu_hardware_fault", "container_toolkit_missing",
@@ -353,7 +355,9 @@ def test_a_frozen_held_out_split_keeps_its_first_score(split):
      "Exception: Requested tokens (2285) exceed context window of 2048", None),
     ("[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout",
      "[Rank 0] Watchdog caught collective operation timeout", "ERROR"),
-    ("[rank0]:[W1203 12:00:00.123456 99 ProcessGroupNCCL.cpp:616] Warning", "Warning", "WARNING"),
+    ("[rank0]:[W1203 12:00:00.123456 99 ProcessGroupNCCL.cpp:616] Warning", "Warning", "WARNING"),    # logfmt (Ollama, the container toolkit): the level is kept, the rest is the message
+    ('time=2024-05-01T12:00:00.000Z level=ERROR source=routes.go:2932 msg="chat template prompt error"',
+     '"chat template prompt error"', "ERROR"),
 ])
 def test_more_framings_are_stripped(raw, text, level):
     cleaned = clean_line(raw)
@@ -398,3 +402,68 @@ def test_the_real_h200_report_gives_no_pre_flight_finding():
     states = parse_fabric_states((evidence / "nvidia-smi-q.txt").read_text())
     assert states == ("N/A",) and facts.shm_total == 137438953472 and len(facts.cache_free) == 4
     assert host_findings(facts, gpus=8) == []
+
+
+# --- round 3: wordings read from the programs' own sources (each cites its file at a release) ----------
+
+@pytest.mark.parametrize("line, family", [
+    ("srv    start: couldn't bind HTTP server socket, hostname: 0.0.0.0, port: 8080", "port_in_use"),  # llama.cpp
+    ("ERROR text_generation_router::server: router/src/server.rs:2325: Failed to bind to 0.0.0.0:80: Address "
+     "already in use (os error 98)", "port_in_use"),  # TGI
+    ('time=2024 level=INFO source=gpu.go msg="cuda driver library init failure: 802"', "fabric_manager_not_running"),
+    ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: out of memory",
+     "cuda_oom"),
+    ("[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc(&ptr, size): out of memory (/src/x.h:125)", "cuda_oom"),
+    ("RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to decrease `--max-batch-prefill-tokens`",
+     "cuda_oom"),  # TGI's warmup
+    ("llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache", "kv_pool_oom"),
+    ("RuntimeError: No enough gpu memory for kv cache.", "kv_pool_oom"),  # LMDeploy
+    ('{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it"}}',
+     "context_length_exceeded"),  # llama.cpp's server
+    ("ValueError: The decoder prompt (length 9000) is longer than the maximum model length of 8192.",
+     "context_length_exceeded"),  # vLLM V1
+    ("`inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`",
+     "context_length_exceeded"),  # TGI's router
+    ("ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 71 and `num_shards`: 2)",
+     "heads_not_divisible_by_tp"),  # TGI
+    ("RuntimeError: Your device does not supports bf16(bfloat16), please change to fp16(float16)", "bf16_unsupported"),
+    ("llama_model_load: error loading model: failed to open /models/m.gguf: No such file or directory",
+     "model_path_missing"),
+    ("/app/ggml/src/ggml-cuda/mmq.cuh:3884: ERROR: CUDA kernel mul_mat_q has no device code compatible with CUDA "
+     "arch 700. ggml-cuda.cu was compiled for: 750", "no_kernel_image"),
+    ("error: unknown argument: --foo", "server_args_rejected"),  # llama.cpp
+    ("ValueError: World size (8) is larger than the number of available GPUs (4) in this node.", "not_enough_gpus"),
+    ('Error: NotEnoughCUDADevices("`sharded` is true but only found 1 CUDA devices")', "not_enough_gpus"),
+    ("RuntimeError: Insufficient space in /dev/shm for shm_broadcast: 512 MiB required, 60 MiB free.", "shm_too_small"),
+    ("pynvml.NVMLError_GPUIsLost: GPU is lost", "gpu_hardware_fault"),
+    ("ValueError: No valid attention backend found for cuda with head_size: 80.", "attention_backend_unsupported"),
+    ("RuntimeError: DeepGEMM backend is not available or outdated. Please install or update the `deep_gemm`",
+     "feature_package_missing"),
+    ("w-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<54862> with status=12 "
+     "opcode=0 len=0 vendor err 129 (Recv)", "nccl_error"),
+    ("[rank1]:[E1118 20:32:23.957 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 1]  failure detected "
+     "by watchdog at work sequence id: 2635 PG status: last enqueued work: 2635", "nccl_error"),
+    ("[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaEventSynchronize(get()): an illegal memory access was "
+     "encountered (/app/cudaEvent.h:66)", "cuda_illegal_address"),
+    ("/bin/sh: 1: /usr/local/cuda/bin/nvcc: not found", "flashinfer_jit_build_failed"),
+    ("nvcc fatal   : Unknown option '-Wno-switch-bool'", "flashinfer_jit_build_failed"),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_120a'", "nvcc_arch_unsupported"),  # more specific
+    ("requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
+     "https://huggingface.co/meta-llama/Llama-2-7b-chat-hf/resolve/main/config.json", "hf_gated_repo"),
+    ("requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
+     "https://huggingface.co/api/models/no/such/revision/main", "model_path_missing"),
+    ("requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+     "https://huggingface.co/LaMini-T5-738M/resolve/main/tokenizer_config.json", "model_path_missing"),
+])
+def test_wordings_from_the_programs_sources(line, family):
+    assert [f.id for f in triage_text(line + "\n")][:1] == [family]
+
+
+def test_an_error_body_quoted_inside_a_line_is_a_failure():
+    line = 'srv    operator(): got exception: {"error":{"code":500,"message":"Jinja Exception: roles must alternate"}}'
+    assert found(line + "\n") == [("unclassified_failure", 1)]
+
+
+def test_a_missing_nvcc_says_what_to_install():
+    [finding] = triage_text("/bin/sh: 1: /usr/local/cuda/bin/nvcc: not found\n")
+    assert "/usr/local/cuda/bin/nvcc" in finding.message and "nvidia-cuda-nvcc" in finding.fix
