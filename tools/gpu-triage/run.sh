@@ -7,6 +7,10 @@
 #   port_in_use          --port held by another process
 #   context_length_flag  --context-length far above the model's 4096
 #   context_request      a ready server (--context-length 256) sent a 600-token prompt
+#   nvcc_missing         a FlashInfer JIT build with no nvcc (CUDA_HOME and PATH without one): the server,
+#                        then flashinfer alone (nvcc_missing_flashinfer.log)
+#   nccl_duplicate_gpu   two NCCL ranks on one GPU (torch_dist_case.py, the image's torch)
+#   tcpstore_port_in_use torch.distributed's TCPStore on a taken port
 set -u
 OUT=${OUT:-/tmp/gpu-triage}
 mkdir -p "$OUT"
@@ -56,5 +60,26 @@ sleep 2
 kill -TERM $SERVER 2>/dev/null; sleep 5; kill -KILL $SERVER 2>/dev/null
 pkill -f "sglang" 2>/dev/null
 fi
+if [[ " $CASES " == *" nvcc_missing "* ]]; then
+echo "== nvcc_missing"
+# a PATH and CUDA_HOME with no nvcc; the JIT cache in a fresh folder, so FlashInfer must build
+NOCUDA_PATH=/opt/sgl/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+PATH=$NOCUDA_PATH CUDA_HOME=/usr/local/cuda-missing FLASHINFER_WORKSPACE_BASE=/tmp/fi-nvcc-missing \
+  timeout "${LIMIT:-60}" "$PY" -m sglang.launch_server --model-path "$MODEL" --host 127.0.0.1 --port 30126 \
+  --attention-backend flashinfer --sampling-backend pytorch --disable-cuda-graph --disable-piecewise-cuda-graph \
+  --mem-fraction-static 0.3 --log-level info > "$OUT/nvcc_missing.log" 2>&1
+echo "nvcc_missing: exit $?" >> "$OUT/exits.txt"
+PATH=$NOCUDA_PATH CUDA_HOME=/usr/local/cuda-missing FLASHINFER_WORKSPACE_BASE=/tmp/fi-nvcc-missing2 \
+  timeout "${LIMIT:-60}" "$PY" -c 'import torch, flashinfer; x = torch.randn(4, 256, device="cuda", dtype=torch.float16); print(flashinfer.norm.rmsnorm(x, torch.ones(256, device="cuda", dtype=torch.float16)))' \
+  > "$OUT/nvcc_missing_flashinfer.log" 2>&1
+echo "nvcc_missing_flashinfer: exit $?" >> "$OUT/exits.txt"
+fi
+for case in nccl_duplicate_gpu tcpstore_port_in_use; do
+if [[ " $CASES " == *" $case "* ]]; then
+echo "== $case"
+timeout "${LIMIT:-60}" python3 tools/gpu-triage/torch_dist_case.py "${case#*_}" > "$OUT/$case.log" 2>&1
+echo "$case: exit $?" >> "$OUT/exits.txt"
+fi
+done
 cat "$OUT/exits.txt"
 for f in $CASES; do echo "== $f (last lines)"; tail -6 "$OUT/$f.log" | cut -c1-300; done

@@ -1,0 +1,50 @@
+"""One real torch.distributed failure for triage, on one GPU (tools/gpu-triage/run.sh runs it):
+
+    python torch_dist_case.py duplicate_gpu   # two NCCL ranks on one GPU: NCCL refuses
+    python torch_dist_case.py port_in_use     # the TCPStore's port is taken
+
+Each prints what torch and NCCL print; nothing is caught.
+"""
+
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _rank(rank: int, world: int, port: int) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.cuda.set_device(0)  # both ranks on GPU 0: NCCL does not allow it
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", 0))
+    tensor = torch.ones(1, device="cuda")
+    dist.all_reduce(tensor)
+    torch.cuda.synchronize()
+    print(f"rank {rank}: all_reduce gave {tensor.item()}", flush=True)
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(case: str) -> None:
+    if case == "duplicate_gpu":
+        mp.spawn(_rank, args=(2, _free_port()), nprocs=2)
+    elif case == "port_in_use":
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    else:
+        raise SystemExit(f"unknown case {case!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
