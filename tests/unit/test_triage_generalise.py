@@ -383,13 +383,20 @@ def test_the_hub_s_401_for_a_repo_that_does_not_exist_is_not_a_gated_repo():
     ("port_in_use_h200_sglang_0.5.11.log", "port_in_use", 30),
     ("context_length_flag_h200_sglang_0.5.11.log", "context_length_exceeded", 32),
     ("context_request_h200_sglang_0.5.11.log", "context_length_exceeded", 100),
+    # round 3 (docs/evidence/h200-triage-round3): FlashInfer's JIT without ninja, then without nvcc;
+    # torch 2.11 / NCCL 2.28: two ranks on one GPU, a taken TCPStore port
+    ("ninja_missing_h200_sglang_0.5.11.log", "flashinfer_jit_build_failed", 78),
+    ("nvcc_missing_h200_sglang_0.5.11.log", "flashinfer_jit_build_failed", 75),
+    ("nccl_duplicate_gpu_h200_torch_2.11.log", "not_enough_gpus", 39),
+    ("tcpstore_port_in_use_h200_torch_2.11.log", "port_in_use", 21),
 ])
 def test_the_real_server_s_logs_of_the_new_families(name, expected, line):
     text = (FIXTURES / name).read_bytes().decode()  # as written: its progress bars' \r stay in their lines
     findings = same_both_ways(text)
     assert [(f["id"], f["line"]) for f in findings] == [(expected, line)]
-    if expected == "port_in_use":
-        assert findings[0]["values"]["port"] == 30123 and "30123" in findings[0]["fix"]
+    if expected == "port_in_use":  # the port the log names, in the command that finds its holder
+        port = {"port_in_use_h200_sglang_0.5.11.log": 30123, "tcpstore_port_in_use_h200_torch_2.11.log": 58643}[name]
+        assert findings[0]["values"]["port"] == port and f"sport = :{port}" in findings[0]["fix"]
     else:
         assert "{" not in findings[0]["message"]
 
@@ -466,4 +473,4 @@ def test_an_error_body_quoted_inside_a_line_is_a_failure():
 
 def test_a_missing_nvcc_says_what_to_install():
     [finding] = triage_text("/bin/sh: 1: /usr/local/cuda/bin/nvcc: not found\n")
-    assert "/usr/local/cuda/bin/nvcc" in finding.message and "nvidia-cuda-nvcc" in finding.fix
+    assert "/usr/local/cuda/bin/nvcc" in finding.message and "nvidia-cuda-nvcc" in finding.fix and "ninja" in finding.fix

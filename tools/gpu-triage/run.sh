@@ -7,8 +7,9 @@
 #   port_in_use          --port held by another process
 #   context_length_flag  --context-length far above the model's 4096
 #   context_request      a ready server (--context-length 256) sent a 600-token prompt
-#   nvcc_missing         a FlashInfer JIT build with no nvcc (CUDA_HOME and PATH without one): the server,
-#                        then flashinfer alone (nvcc_missing_flashinfer.log)
+#   ninja_missing        a FlashInfer JIT build with a PATH that has neither ninja nor nvcc: the server,
+#                        then flashinfer alone (ninja_missing_flashinfer.log)
+#   nvcc_missing         the same with ninja on PATH (found by the venv's python) and still no nvcc
 #   nccl_duplicate_gpu   two NCCL ranks on one GPU (torch_dist_case.py, the image's torch)
 #   tcpstore_port_in_use torch.distributed's TCPStore on a taken port
 set -u
@@ -60,19 +61,28 @@ sleep 2
 kill -TERM $SERVER 2>/dev/null; sleep 5; kill -KILL $SERVER 2>/dev/null
 pkill -f "sglang" 2>/dev/null
 fi
+fi_jit_case() {  # NAME PATH: the server and flashinfer alone, with this PATH and no CUDA toolkit
+  local name=$1 path=$2
+  echo "$name: PATH=$path; ninja: $(PATH=$path command -v ninja || echo none); nvcc: $(PATH=$path command -v nvcc || echo none)" >> "$OUT/exits.txt"
+  PATH=$path CUDA_HOME=/usr/local/cuda-missing FLASHINFER_WORKSPACE_BASE=/tmp/fi-$name \
+    timeout "${LIMIT:-60}" "$PY" -m sglang.launch_server --model-path "$MODEL" --host 127.0.0.1 --port 30126 \
+    --attention-backend flashinfer --sampling-backend pytorch --disable-cuda-graph --disable-piecewise-cuda-graph \
+    --mem-fraction-static 0.3 --log-level info > "$OUT/$name.log" 2>&1
+  echo "$name: exit $?" >> "$OUT/exits.txt"
+  PATH=$path CUDA_HOME=/usr/local/cuda-missing FLASHINFER_WORKSPACE_BASE=/tmp/fi-$name-alone \
+    timeout "${LIMIT:-60}" "$PY" -c 'import torch, flashinfer; x = torch.randn(4, 256, device="cuda", dtype=torch.float16); print(flashinfer.norm.rmsnorm(x, torch.ones(256, device="cuda", dtype=torch.float16)))' \
+    > "$OUT/${name}_flashinfer.log" 2>&1
+  echo "${name}_flashinfer: exit $?" >> "$OUT/exits.txt"
+}
+NOCUDA_PATH=/opt/sgl/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+if [[ " $CASES " == *" ninja_missing "* ]]; then
+echo "== ninja_missing"
+fi_jit_case ninja_missing "$NOCUDA_PATH"
+fi
 if [[ " $CASES " == *" nvcc_missing "* ]]; then
 echo "== nvcc_missing"
-# a PATH and CUDA_HOME with no nvcc; the JIT cache in a fresh folder, so FlashInfer must build
-NOCUDA_PATH=/opt/sgl/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
-PATH=$NOCUDA_PATH CUDA_HOME=/usr/local/cuda-missing FLASHINFER_WORKSPACE_BASE=/tmp/fi-nvcc-missing \
-  timeout "${LIMIT:-60}" "$PY" -m sglang.launch_server --model-path "$MODEL" --host 127.0.0.1 --port 30126 \
-  --attention-backend flashinfer --sampling-backend pytorch --disable-cuda-graph --disable-piecewise-cuda-graph \
-  --mem-fraction-static 0.3 --log-level info > "$OUT/nvcc_missing.log" 2>&1
-echo "nvcc_missing: exit $?" >> "$OUT/exits.txt"
-PATH=$NOCUDA_PATH CUDA_HOME=/usr/local/cuda-missing FLASHINFER_WORKSPACE_BASE=/tmp/fi-nvcc-missing2 \
-  timeout "${LIMIT:-60}" "$PY" -c 'import torch, flashinfer; x = torch.randn(4, 256, device="cuda", dtype=torch.float16); print(flashinfer.norm.rmsnorm(x, torch.ones(256, device="cuda", dtype=torch.float16)))' \
-  > "$OUT/nvcc_missing_flashinfer.log" 2>&1
-echo "nvcc_missing_flashinfer: exit $?" >> "$OUT/exits.txt"
+NINJA_DIR=$(dirname "$(command -v ninja || "$PY" -c 'import ninja, os; print(os.path.join(ninja.BIN_DIR, "ninja"))')")
+fi_jit_case nvcc_missing "$NINJA_DIR:$NOCUDA_PATH"
 fi
 for case in nccl_duplicate_gpu tcpstore_port_in_use; do
 if [[ " $CASES " == *" $case "* ]]; then
