@@ -204,6 +204,8 @@ def test_a_program_s_own_sentence_of_failure_is_flagged_when_nothing_stronger_is
     "    # failed to start the server when the port is taken\n",        # a comment in a code listing
 ])
 def test_a_handled_or_quiet_sentence_of_failure_is_no_failure(log):
+    # (SGLang's "Decode out of memory happened ... #retracted_reqs" is its scheduler retracting
+    # requests by design, not kv_pool_oom's fatal "Decode out of memory. Try to lower ...")
     assert same_both_ways(log) == []
 
 @pytest.mark.parametrize("log", [
@@ -460,7 +462,19 @@ def test_the_real_h200_report_gives_no_pre_flight_finding():
     ("requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
      "https://huggingface.co/api/models/no/such/revision/main", "model_path_missing"),
     ("requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
-     "https://huggingface.co/LaMini-T5-738M/resolve/main/tokenizer_config.json", "model_path_missing"),
+     "https://huggingface.co/LaMini-T5-738M/resolve/main/tokenizer_config.json", "model_path_missing"),    ("ValueError: FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend flashinfer`.",
+     "attention_backend_unsupported"),  # SGLang
+    ("RuntimeError: Prefill out of memory. Try to lower your batch size.", "kv_pool_oom"),  # SGLang
+    ("E0101 00:00:00.000 1 main.cc:282] failed to start HTTP service: Unavailable - Socket '0.0.0.0:8000' already "
+     "in use", "port_in_use"),  # Triton
+    ("huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing "
+     "traffic has been disabled.", "model_path_missing"),
+    ("health.go:150] XidCriticalError: Xid=79 on Device=GPU-abc; marking device as unhealthy.", "gpu_hardware_fault"),
+    ("UserWarning: Not enough free disk space to download the file. The expected file size is: 4976.70 MB.",
+     "disk_full"),
+    ("torch.distributed.DistBackendError: NCCL error in: x.cpp:1, invalid usage (run with NCCL_DEBUG=WARN for "
+     "details), NCCL version 2.21.5", "nccl_error"),
+    ("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.", "driver_too_old"),
 ])
 def test_wordings_from_the_programs_sources(line, family):
     assert [f.id for f in triage_text(line + "\n")][:1] == [family]
