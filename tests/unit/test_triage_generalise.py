@@ -331,7 +331,7 @@ def test_each_development_excerpt_is_named(excerpt):
 
 # Each frozen split's score when it was first run (docs/triage-rounds.md): never tuned on, so a
 # later change may only keep or raise it. (named, flagged, negatives quiet)
-FROZEN = {"round1.yaml": (60, 69, 8), "round2.yaml": (54, 61, 8)}
+FROZEN = {"round1.yaml": (60, 69, 8), "round2.yaml": (54, 61, 8), "round3.yaml": (47, 55, 10)}
 
 
 @pytest.mark.parametrize("split", sorted(FROZEN))
