@@ -67,6 +67,11 @@ class FallbackRules(BaseModel):
     ignored_exception: list[re.Pattern[str]] = []
     message: str
     fix: dict[Kind, str]
+    # A failure line no wording matched may still name its family in its own words: family ->
+    # groups of words, every group must occur in the line (one of its words, in any case). The
+    # first family that fits is reported, its message inside ``named_by_words``.
+    words: dict[str, list[list[str]]] = {}
+    named_by_words: str = '{message} (named by the words of the failure line; no known wording matched)'
 
     @field_validator("exception", "error", "statement", "handled", "exit", "ready", "stop", "ignored_exception",
                      mode="before")
@@ -89,6 +94,22 @@ class FallbackRules(BaseModel):
         if missing:
             raise ValueError(f"fix: give a hint for every kind; missing {missing}")
         return fix
+
+    @field_validator("words")
+    @classmethod
+    def _groups_of_words(cls, words: dict[str, list[list[str]]]) -> dict[str, list[list[str]]]:
+        for family, groups in words.items():
+            if not groups or not all(group and all(w.strip() for w in group) for group in groups):
+                raise ValueError(f"words.{family}: give groups of non-empty words")
+        return {family: [[w.lower() for w in group] for group in groups] for family, groups in words.items()}
+
+    def family_of(self, text: str) -> str | None:
+        """The family a failure line names by its own words, if one does."""
+        lowered = text.lower()
+        for family, groups in self.words.items():
+            if all(any(word in lowered for word in group) for group in groups):
+                return family
+        return None
 
     def patterns(self) -> list[re.Pattern[str]]:
         """Every pattern a line is matched against (for the literal prefilter)."""

@@ -224,6 +224,10 @@ class SignatureSet(BaseModel):
         unknown = sorted({g for s in self.signatures for g in s.supersedes} - set(ids))
         if unknown:
             raise ValueError(f"supersedes names unknown ids: {unknown}")
+        named = self.unclassified.words if self.unclassified else {}
+        wrong = sorted(f for f in named if f not in ids or self.by_id()[f].severity != "error")
+        if wrong:
+            raise ValueError(f"unclassified.words names no error signature: {wrong}")
         Prefilter(self.matched_patterns())  # every pattern has a literal to find it by
 
 
@@ -707,10 +711,21 @@ class Triage:
             return None
         rules = self._set.unclassified
         assert rules is not None
+        ranks = (failure.rank,) if failure.rank else ()
+        family = rules.family_of(failure.text)
+        if family is not None:  # no wording matched, but the failure line's own words name the family
+            signature = self._set.by_id()[family]
+            values = self._values_for(signature, {})
+            return Finding(
+                id=signature.id, severity=signature.severity, title=signature.title, line=failure.line,
+                text=failure.text, message=rules.named_by_words.format(message=fill_template(signature.message, values)),
+                fix=fill_template(signature.fix, values), rank=failure.rank, ranks=ranks,
+                values={"kind": failure.kind, "named_by": "words"}, priority=signature.priority,
+                sources=tuple(_sources(signature)))
         return Finding(
             id=rules.id, severity="error", title=rules.title, line=failure.line, text=failure.text,
             message=fill_template([rules.message], {"text": failure.text}), fix=rules.fix[failure.kind],
-            rank=failure.rank, ranks=(failure.rank,) if failure.rank else (), values={"kind": failure.kind})
+            rank=failure.rank, ranks=ranks, values={"kind": failure.kind})
 
     def _examine(self, raw_line: str, recent: Callable[[], Iterator[str]]) -> None:
         """Match one candidate line; ``recent()`` yields the raw lines before it, latest first."""

@@ -488,3 +488,36 @@ def test_an_error_body_quoted_inside_a_line_is_a_failure():
 def test_a_missing_nvcc_says_what_to_install():
     [finding] = triage_text("/bin/sh: 1: /usr/local/cuda/bin/nvcc: not found\n")
     assert "/usr/local/cuda/bin/nvcc" in finding.message and "nvidia-cuda-nvcc" in finding.fix and "ninja" in finding.fix
+
+
+
+# --- the failure line's own words name a family no wording knows ------------------------------------
+
+@pytest.mark.parametrize("line, family", [
+    ("RuntimeError: the paged KV cache holds too few tokens: 29184 are not enough for one sequence", "kv_pool_oom"),
+    ("thread 'main' panicked at src/main.rs:10: prompt is too long (5000 tokens exceed the limit 4096)",
+     "context_length_exceeded"),
+    ("ValueError: the cluster has 8 GPUs available, fewer than the 16 the job requested for its devices",
+     "not_enough_gpus"),
+])
+def test_an_unknown_wording_is_named_by_its_words(line, family):
+    [finding] = same_both_ways(line + "\n")
+    assert finding["id"] == family and finding["values"]["named_by"] == "words"
+    assert "named by the words of the failure line" in finding["message"] and "{" not in finding["fix"]
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: weight model.layers.0.self_attn.q_proj.weight does not exist",  # a tensor, not a path
+    "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+    "ValueError: tokenizer returned an empty list",
+])
+def test_words_that_name_no_family_stay_unclassified(line):
+    assert found(line + "\n") == [("unclassified_failure", 1)]
+
+
+def test_words_must_name_an_error_signature():
+    from envmgr.bench.triage import parse_signatures
+    text = (Path(__file__).resolve().parents[2] / "envmgr" / "bench" / "signatures.yaml").read_text()
+    bad = text.replace("    nccl_error: [[nccl,", "    no_such_family: [[nccl,", 1)
+    with pytest.raises(Exception, match="no_such_family"):
+        parse_signatures(bad)
