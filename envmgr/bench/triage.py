@@ -294,7 +294,8 @@ PREFIXES = (
     re.compile(r"^\[(?P<inner>(?:\d{4}-\d\d-\d\d[ T][\d:.,]+)?(?:\s*(?:DP|TP|EP|PP|CP|ATTN_TP"
                r"|ATTN_DP|MOE_EP)\d+)*)\]\s*"),  # SGLang: "[2026-01-01 12:00:00 TP3] "
     # Ray and vLLM workers: "(RayWorkerWrapper pid=1)", "(VllmWorker rank=0 pid=2)", "(pid=3, ip=10.0.0.1)"
-    re.compile(r"^\((?:[\w.-]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
+    # (Ray Serve names its replicas "ServeReplica:app:Deployment")
+    re.compile(r"^\((?:[\w.:-]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
     # vLLM: "ERROR 05-12 10:11:12 [file.py:123] " (older: "INFO 04-28 20:50:23 file.py:791] ";
     # NIM: "ERROR 2025-07-21 14:34:24.934 file.py:62] ")
     re.compile(rf"^(?P<level>{LEVEL}) (?:\d{{4}}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] ?"),
@@ -322,10 +323,15 @@ PREFIXES = (
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "),
     re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)? [\w.-]+ [\w./-]+(?:\[\d+\])?: "),
     re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # dmesg: "[ 7386.259769] "
+    # zerolog's console writer (LocalAI: "10:25PM DBG GRPC(model-127.0.0.1:42747): stderr ")
+    re.compile(r"^\d{1,2}:\d\d(?:AM|PM) (?P<glog>DBG|INF|WRN|ERR|FTL) (?:GRPC\([^)]*\): (?:stderr|stdout) ?)?"),
+    # a timestamp, then the level (Go, Rust's env_logger, many servers): "2026-09-06 12:21:46.013  ERROR "
+    re.compile(rf"^\[?\d{{4}}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+\[?(?P<level>{LEVEL}|FATAL|TRACE)\]?:?\s+"),
     # logfmt (Go's slog, logrus: Ollama, the container toolkit): 'time=... level=ERROR source=x.go:1 msg='
     re.compile(rf"^(?:time=\S+ )?level=(?P<level>{LEVEL}|error|warning|warn|info|debug|fatal) (?:source=\S+ )?msg="),
 )
-GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO"}
+GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO",  # glog's letters
+               "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL"}  # zerolog's
 # What a tool appends: Ray's de-duplication note.
 SUFFIXES = (re.compile(r"\s*\[repeated \d+x across cluster\]$"),)
 # rich's boxes around tracebacks and panels ("│ ... │", "╭──╮"): framing, not text. (A literal

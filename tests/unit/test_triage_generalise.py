@@ -360,6 +360,12 @@ def test_a_frozen_held_out_split_keeps_its_first_score(split):
     ("[rank0]:[W1203 12:00:00.123456 99 ProcessGroupNCCL.cpp:616] Warning", "Warning", "WARNING"),    # logfmt (Ollama, the container toolkit): the level is kept, the rest is the message
     ('time=2024-05-01T12:00:00.000Z level=ERROR source=routes.go:2932 msg="chat template prompt error"',
      '"chat template prompt error"', "ERROR"),
+    # zerolog (LocalAI, relaying a backend's stderr), a timestamp then the level, Ray Serve's replica names
+    ("10:25PM DBG GRPC(model.gguf-127.0.0.1:42747): stderr ggml.c:13835: GGML_ASSERT(i01 >= 0) failed",
+     "ggml.c:13835: GGML_ASSERT(i01 >= 0) failed", "DEBUG"),
+    ("2026-09-06 12:21:46.013  ERROR startup failed | planning runtime", "startup failed | planning runtime", "ERROR"),
+    ("(ServeReplica:default:VLLMDeployment pid=1328933) AttributeError: 'str' object has no attribute 'name'",
+     "AttributeError: 'str' object has no attribute 'name'", None),
 ])
 def test_more_framings_are_stripped(raw, text, level):
     cleaned = clean_line(raw)
