@@ -72,13 +72,30 @@ def _sequence(items: Iterable) -> list[frozenset[str]]:
     return options
 
 
+# Words on most lines of a busy server log (SGLang's "Prefill batch", "Decode batch", request
+# logs): a set made of one of them is a poor needle, whatever its length. Any required set is
+# exact; this only chooses among them.
+COMMON = frozenset({"prefill", "decode", "request", "requests", "address", "number", "weight", "weights",
+                    "content", "model", "memory", "token", "tokens", "length", "context", "batch", "cache",
+                    "server", "loading", "running", "http", "info", "warning", "available", "is not"})
+
+
 def _best(options: list[frozenset[str]]) -> frozenset[str] | None:
-    """The set whose shortest literal is longest (the rarest needles), if long enough."""
-    scored = [(min(map(len, o)), -len(o), o) for o in options if o]
+    """The set whose shortest literal is longest (the rarest needles), if long enough; a
+    literal that is one of the COMMON words counts as short."""
+    def length(literal: str) -> int:
+        return 0 if literal.strip() in COMMON else len(literal)
+
+    scored = [(min(map(length, o)), -len(o), o) for o in options if o]
     if not scored:
         return None
-    length, _, chosen = max(scored, key=lambda s: (s[0], s[1]))
-    return chosen if length >= MIN_LITERAL else None
+    best, _, chosen = max(scored, key=lambda s: (s[0], s[1]))
+    if best >= MIN_LITERAL:
+        return chosen
+    # every set has a common word: take the longest anyway (still exact, only less selective)
+    fallback = [(min(map(len, o)), -len(o), o) for o in options if o]
+    size, _, chosen = max(fallback, key=lambda s: (s[0], s[1]))
+    return chosen if size >= MIN_LITERAL else None
 
 
 def minimal(needles: Iterable[str]) -> list[str]:

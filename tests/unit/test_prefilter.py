@@ -4,6 +4,7 @@ and the lines it lets through are exactly those containing a needle."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -88,3 +89,25 @@ def test_block_search_and_one_line_search_agree_with_or_without_the_automaton(li
 
 def test_the_automaton_is_in_use_where_installed():
     assert prefilter.BytesAhoCorasick is not None  # a dependency: the fast path is the tested one
+
+
+def test_a_busy_server_s_ordinary_lines_are_not_candidates():
+    # The real H200 serving and warm-up logs: batch lines ("Prefill batch", "Decode batch") and
+    # health checks ("503 Service Unavailable") must not reach the regexes. A wording whose
+    # rarest-looking literal is such a word ("... prefill tokens", "is not available") once made
+    # a quarter of a busy log candidates, 500x slower.
+    from envmgr.bench.prefilter import COMMON
+    from envmgr.bench.triage import load_signatures
+
+    prefilter = Prefilter(load_signatures().matched_patterns())
+    assert not [n for n in prefilter.needles if n.strip() in COMMON]
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
+    for name in ("clean_h200_sglang_0.5.11_serving.log", "clean_h200_sglang_0.5.11_warmup_hang_flashinfer_a2a.log"):
+        block = (fixtures / name).read_bytes()
+        assert len(prefilter.line_starts(block)) <= block.count(b"\n") // 6, name
+
+
+def test_a_common_word_is_a_needle_only_when_nothing_rarer_is_required():
+    from envmgr.bench.prefilter import required_literals
+    assert required_literals(re.compile(r"Not\s+enough\s+memory\s+to\s+handle.*?prefill\s+tokens")) == {"enough"}
+    assert required_literals(re.compile(r"prefill")) == {"prefill"}  # exact still: the only literal
