@@ -26,7 +26,7 @@ import signal
 import string
 from collections import deque
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from pathlib import Path
 from itertools import islice
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal
@@ -198,12 +198,6 @@ class SignatureSet(BaseModel):
     def by_id(self) -> dict[str, Signature]:
         return {s.id: s for s in self.signatures}
 
-    @cached_property
-    def prefilter(self) -> Prefilter:
-        """The literal prefilter of every pattern: built once per set (reading ~500 regexes'
-        syntax trees takes ~50 ms, and every Triage of a log needs it)."""
-        return Prefilter(self.matched_patterns())
-
     def superseded_by(self) -> dict[str, set[str]]:
         """id -> ids of the signatures that explain it better."""
         result: dict[str, set[str]] = {}
@@ -234,7 +228,7 @@ class SignatureSet(BaseModel):
         wrong = sorted(f for f in named if f not in ids or self.by_id()[f].severity != "error")
         if wrong:
             raise ValueError(f"unclassified.words names no error signature: {wrong}")
-        _ = self.prefilter  # every pattern has a literal to find it by (built once, kept)
+        Prefilter(self.matched_patterns())  # every pattern has a literal to find it by
 
 
 def _compile_regex(raw: Any, need_groups: bool = False, fold: bool = True) -> re.Pattern[str]:
@@ -636,7 +630,7 @@ class Triage:
     def __init__(self, signatures: SignatureSet | None = None) -> None:
         self._set = signatures or load_signatures()
         self._superseded_by = self._set.superseded_by()
-        self._prefilter = self._set.prefilter
+        self._prefilter = Prefilter(self._set.matched_patterns())
         self._hits: dict[str, _Hit] = {}
         self._context: dict[str, Value] = {}
         self._line_no = 0
