@@ -185,5 +185,9 @@ class FirstFailure:
         if kind is not None and kind not in self._first:
             self._first[kind] = FailureLine(kind, line, text, rank_of())
 
+    def forget_after(self, line: int) -> None:
+        """The program recovered from what it printed after ``line``."""
+        self._first = {k: f for k, f in self._first.items() if f.line <= line}
+
     def found(self) -> FailureLine | None:
         return next((self._first[k] for k in KINDS if k in self._first), None)

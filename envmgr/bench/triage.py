@@ -184,9 +184,27 @@ class Signature(BaseModel):
         return name
 
 
+class RecoveryRule(BaseModel):
+    """A line that says the program recovered from the failures of the ``within`` lines before
+    it (it retries another way, falls back): those are not the log's failure."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    within: int = Field(ge=1)
+    patterns: list[re.Pattern[str]] = Field(min_length=1)
+
+    @field_validator("patterns", mode="before")
+    @classmethod
+    def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
+        return [_compile_regex(p) for p in raw or []]
+
+    def says_recovered(self, text: str) -> bool:
+        return any(p.search(text) for p in self.patterns)
+
+
 class SignatureSet(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     hold_lines: int = Field(ge=0)
+    recovered: RecoveryRule | None = None
     ignore_lines: list[re.Pattern[str]] = []
     unclassified: FallbackRules | None = None  # None: a log no signature explains is quiet
     signatures: list[Signature] = Field(min_length=1)
@@ -211,6 +229,7 @@ class SignatureSet(BaseModel):
         """Every regex a log line is matched against: signature and context patterns, and the
         ``near`` ones that look after a match (those looking before read the history back)."""
         fallback = self.unclassified.patterns() if self.unclassified else []
+        fallback += self.recovered.patterns if self.recovered else []
         return [p for s in self.signatures
                 for p in (*s.regexes, *(c.regex for c in s.context),
                           *((s.near.regex,) if s.near and s.near.after else ()))] + fallback
@@ -346,10 +365,15 @@ PREFIXES = (
     re.compile(r"^\d{1,2}:\d\d(?:AM|PM) (?P<glog>DBG|INF|WRN|ERR|FTL) (?:GRPC\([^)]*\): (?:stderr|stdout) ?)?"),
     # a timestamp, then the level (Go, Rust's env_logger, many servers): "2026-09-06 12:21:46.013  ERROR "
     re.compile(rf"^\[?\d{{4}}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+\[?(?P<level>{LEVEL}|FATAL|TRACE)\]?:?\s+"),
+    # llama.cpp's common log (minutes.seconds.ms.us, then a level letter): "1.06.520.077 E "
+    re.compile(r"^\d+\.\d\d\.\d{3}\.\d{3} (?P<glog>[IWED]) "),
+    # a time of day in brackets, then the level (rich's logging handler: "[12/01/26 16:10:33] INFO     "),
+    # maybe after the stream it relays: "[16:10:33] stdout/ERROR  "
+    re.compile(rf"^\[(?:\d\d/\d\d/\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s+(?:[\w.-]+/)?(?P<level>{LEVEL}|FATAL)\s+"),
     # logfmt (Go's slog, logrus: Ollama, the container toolkit): 'time=... level=ERROR source=x.go:1 msg='
     re.compile(rf"^(?:time=\S+ )?level=(?P<level>{LEVEL}|error|warning|warn|info|debug|fatal) (?:source=\S+ )?msg="),
 )
-GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO",  # glog's letters
+GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO", "D": "DEBUG",  # glog's and llama.cpp's letters
                "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL"}  # zerolog's
 # What a tool appends: Ray's de-duplication note.
 SUFFIXES = (re.compile(r"\s*\[repeated \d+x across cluster\]$"),)
@@ -760,6 +784,8 @@ class Triage:
         self._collect_context(line.text)
         if self._awaiting:
             self._confirm_awaiting(line)
+        if self._set.recovered and self._set.recovered.says_recovered(line.text):
+            self._recover(self._line_no - self._set.recovered.within)
         rank: str | None = None
         ranked = matched = False
         joined: list[tuple[CleanLine, tuple[int, int]]] | None = None  # None: not looked at yet
@@ -780,6 +806,14 @@ class Triage:
                 self._record(signature, seen, rank, values, at=at)
         if not matched and self._first_failure is not None:
             self._first_failure.see(self._line_no, line.text, line.level, lambda: self._rank_of(line, recent))
+
+    def _recover(self, after: int) -> None:
+        """The program recovered from what it printed after line ``after``: those failures
+        (not yet reported: a live one waits for this) are not the log's."""
+        self._hits = {i: h for i, h in self._hits.items()
+                      if h.reported or h.signature.severity != "error" or h.line <= after}
+        if self._first_failure is not None:
+            self._first_failure.forget_after(after)
 
     def _ignored(self, line: CleanLine) -> bool:
         return any(ignore.search(line.text) for ignore in self._set.ignore_lines)
@@ -889,9 +923,13 @@ class Triage:
         return [self._render(h) for h in ready]
 
     def _waited_enough(self, hit: _Hit) -> bool:
+        waited = self._line_no - hit.line
+        recovery = self._set.recovered
+        if recovery and hit.signature.severity == "error" and waited < recovery.within:
+            return False  # the program may yet say it recovered from it
         if hit.signature.id not in self._superseded_by:
             return True  # nothing can explain it better: report at once
-        return self._line_no - hit.line >= self._set.hold_lines
+        return waited >= self._set.hold_lines
 
     def _is_superseded(self, hit: _Hit) -> bool:
         return any(better in self._hits for better in self._superseded_by.get(hit.signature.id, ()))

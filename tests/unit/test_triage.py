@@ -436,17 +436,38 @@ def test_incremental_equals_batch(name):
     assert triage_lines(fixture(name).splitlines(keepends=True)) == batch
 
 
-def test_live_fatal_line_is_reported_on_the_line_it_appears():
+def test_live_fatal_line_is_reported_once_the_program_could_have_said_it_recovered():
+    # A fatal finding waits `recovered.within` lines (or close) for "retrying without ..." before
+    # the launcher calls the server crashed: llama.cpp recovers from some allocation failures.
+    within = load_signatures().recovered.within
     triage = Triage()
     lines = fixture("kv_pool_oom_scenario_ep_tp8.log").split("\n")
     fatal = first_line_containing("kv_pool_oom_scenario_ep_tp8.log", "Not enough memory")
     for number, line in enumerate(lines, start=1):
         new = triage.feed(line)
-        if number < fatal:
+        if number < fatal + within:
             assert new == []
-        elif number == fatal:
+            assert triage.pending() == (number >= fatal)
+        else:
             assert ids(new) == ["kv_pool_oom"]
             break
+
+
+def test_a_failure_the_program_recovers_from_is_no_finding_live_or_batch():
+    # llama.cpp's server (ggml-org/llama.cpp#26297): the first compute-buffer reservation fails,
+    # it retries without pipeline parallelism and serves.
+    log = ("1.06.520.077 E ggml_backend_cuda_buffer_type_alloc_buffer: allocating 51748.72 MiB on device 1: "
+           "cudaMalloc failed: out of memory\n"
+           "1.06.520.086 E graph_reserve: failed to allocate compute buffers\n"
+           "1.06.520.107 W sched_reserve: compute buffer allocation failed, retrying without pipeline parallelism\n"
+           "1.07.304.130 I srv    load_model: initializing, n_slots = 1\n")
+    assert triage_text(log) == []
+    triage = Triage()
+    assert [f for line in log.splitlines() for f in triage.feed(line)] + triage.close() == []
+    # the same failure with no such line after it is one
+    assert ids(triage_text(log.replace("retrying without pipeline parallelism", "giving up"))) == ["cuda_oom"]
+    # and one that comes back after the recovery is reported
+    assert ids(triage_text(log + log.splitlines()[0] + "\n")) == ["cuda_oom"]
 
 
 def test_live_generic_capture_failure_waits_for_a_more_specific_cause():
@@ -455,7 +476,9 @@ def test_live_generic_capture_failure_waits_for_a_more_specific_cause():
     capture = first_line_containing("nvcc_ptxas_rlinf_92_ray.log", "Capture cuda graph failed")
     emitted = {n: ids(triage.feed(line)) for n, line in enumerate(lines, start=1)}
     assert emitted[capture] == []                       # held: a better cause may follow
-    assert emitted[capture + 1] == ["nvcc_arch_unsupported"]
+    better = capture + 1                                # it does, on the next line
+    within = load_signatures().recovered.within         # and is reported once no recovery came
+    assert [emitted[n] for n in range(better, better + within + 1)] == [[]] * within + [["nvcc_arch_unsupported"]]
     assert triage.close() == []                         # the generic one is never reported
 
 

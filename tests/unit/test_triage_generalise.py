@@ -369,6 +369,12 @@ def test_a_frozen_held_out_split_keeps_its_first_score(split):
     ("2026-09-06 12:21:46.013  ERROR startup failed | planning runtime", "startup failed | planning runtime", "ERROR"),
     ("(ServeReplica:default:VLLMDeployment pid=1328933) AttributeError: 'str' object has no attribute 'name'",
      "AttributeError: 'str' object has no attribute 'name'", None),
+    # llama.cpp's common log (minutes.seconds.ms.us and a level letter); a bracketed time, then the
+    # level, maybe after the stream a supervisor relays (rich's logging handler, FreeToken)
+    ("1.06.520.077 E graph_reserve: failed to allocate compute buffers", "graph_reserve: failed to allocate compute buffers", "ERROR"),
+    ("0.00.012.345 D llama_model_loader: loaded meta data", "llama_model_loader: loaded meta data", "DEBUG"),
+    ("[16:10:42] health/ERROR  OutOfResources: out of resource", "OutOfResources: out of resource", "ERROR"),
+    ("[12/01/26 16:10:33] INFO     server started", "server started", "INFO"),
 ])
 def test_more_framings_are_stripped(raw, text, level):
     cleaned = clean_line(raw)
@@ -378,6 +384,35 @@ def test_more_framings_are_stripped(raw, text, level):
 def test_a_bare_exception_and_an_error_body_are_failures():
     assert found("Exception: something broke\n") == [("unclassified_failure", 1)]
     assert found('{"error":{"message":"upstream died","type":"api_error"}}\n') == [("unclassified_failure", 1)]
+
+
+def test_a_bare_error_line_is_a_tool_s_last_word_not_an_exception():
+    # A Rust main's or a CLI's "Error: X" closes the log; the line that said what failed comes first
+    # and must not be outranked by it (an exception outranks an error line).
+    log = ("thread 'main' panicked at 'Unable to warmup model: the shard died'\n"
+           "2023-07-07T17:55:43.805488Z ERROR text_generation_launcher: Webserver Crashed\n"
+           "Error: WebserverFailed\n")
+    assert found(log) == [("unclassified_failure", 1)]
+    assert [f.values["kind"] for f in triage_text("Error: WebserverFailed\n")] == ["error"]
+    assert [f.values["kind"] for f in triage_text("shutil.Error: copy failed\n")] == ["exception"]
+
+
+@pytest.mark.parametrize("line", [
+    "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: 65536.",
+    "requests.exceptions.ConnectTimeout: HTTPSConnectionPool(host='example.org', port=443)",
+])
+def test_a_class_from_an_errors_module_is_an_exception_whatever_its_name(line):
+    [finding] = triage_text("starting\n" + line + "\n")
+    assert (finding.id, finding.line, finding.values["kind"]) == ("unclassified_failure", 2, "exception")
+
+
+def test_a_c_abort_with_its_source_location_is_an_error_line_and_a_compiler_warning_is_not():
+    abort = ("/home/runner/work/llama.cpp/ggml/src/ggml-backend.cpp:746: pre-allocated tensor (cache_k_l0 (view)) "
+             "in a buffer (RPC[]) that cannot run the operation (VIEW)")
+    assert found("loading\n" + abort + "\n") == [("unclassified_failure", 2)]
+    assert found("D:\\a\\llama.cpp\\ggml\\src\\ggml-cuda.cu:75: CUDA error\n") == [("unclassified_failure", 1)]
+    assert found("csrc/ops.cpp:12: warning: unused variable 'x'\nbuild ok\n") == []
+    assert found("csrc/ops.cpp:12:5: error: expected ';'\n") == [("unclassified_failure", 1)]  # gcc's own error:
 
 
 def test_the_hub_s_401_for_a_repo_that_does_not_exist_is_not_a_gated_repo():
