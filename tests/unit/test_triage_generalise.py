@@ -334,7 +334,7 @@ def test_each_development_excerpt_is_named(excerpt):
 # Each frozen split's score when it was first run (docs/triage-rounds.md): never tuned on, so a
 # later change may only keep or raise it. (named, flagged, negatives quiet)
 FROZEN = {"round1.yaml": (60, 69, 8), "round2.yaml": (54, 61, 8), "round3.yaml": (47, 55, 10),
-          "round4.yaml": (37, 42, 7)}
+          "round4.yaml": (37, 42, 7), "round5.yaml": (29, 36, 7)}
 
 
 @pytest.mark.parametrize("split", sorted(FROZEN))
