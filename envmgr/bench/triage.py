@@ -13,6 +13,8 @@ Rules the matching follows:
 - a signature listed in another's ``supersedes`` is dropped when the other is found too
   (a graph-capture failure caused by FlashInfer's arch gate is ``flashinfer_arch_unsupported``);
   live, such a generic finding waits ``hold_lines`` lines for its more specific cause;
+- a failure followed within ``recovered.within`` lines by the program saying it retries
+  another way or falls back is no finding; live, a fatal finding waits those lines for it;
 - ``findings()`` is the authority: with every line fed and ``close()`` called it equals the
   batch result, values recomputed from the whole log.
 """

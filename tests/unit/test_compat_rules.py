@@ -456,6 +456,16 @@ def test_corrected_facts_at_their_real_boundaries():
     assert "allreduce-fusion-sglang-gate" not in at_release("0.5.13", fusion)
 
 
+def test_a2a_runner_backends_of_0_5_19_and_later_are_read_from_their_wheels():
+    # issue 26: the extractor missed "FlashInfer MoE A2A" (0.5.19+ spelling), so triton passed
+    dp = {"--moe-a2a-backend": "flashinfer", "--enable-dp-attention": True, "--dp-size": 8}
+    for version in ("0.5.19", "0.5.20", "0.5.21"):
+        assert "a2a-flashinfer-needs-cutlass-runner" in at_release(version, {**dp, "--moe-runner-backend": "triton"})
+        for runner in ("flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "flashinfer_trtllm_routed",
+                       "deep_gemm"):
+            assert "a2a-flashinfer-needs-cutlass-runner" not in at_release(version, {**dp, "--moe-runner-backend": runner})
+
+
 FLASHINFER = default_knowledge_base().tables["flashinfer_releases"]
 
 

@@ -102,6 +102,25 @@ def test_a_release_like_0_5_22_asks_for_attn_dp_size():
                                        "dp_flag": "--attn-dp-size"}
 
 
+# 0.5.19-0.5.23's shape: the runner assert spells it "FlashInfer", the dp assert "Flashinfer"
+A2A_0_5_20 = A2A_0_5_22 + '''        assert resolved_view(server_args).moe_runner_backend in [
+            "flashinfer_cutlass",
+            "flashinfer_trtllm_routed",
+            "deep_gemm",
+        ], (
+            "FlashInfer MoE A2A is supported with flashinfer_cutlass, "
+            "flashinfer_trtllm_routed, or deep_gemm."
+        )
+'''
+
+
+def test_the_a2a_asserts_are_read_in_any_spelling_of_flashinfer():
+    files = {**sources(NEW_SYMM), "sglang/srt/server_args.py": "x = 1\n",
+             "sglang/srt/arg_groups/moe_hook.py": A2A_0_5_20}
+    gates = extractor.extract("0.5.20", REQUIRES, files)
+    assert gates["a2a_flashinfer"]["runner_backends"] == ["flashinfer_cutlass", "flashinfer_trtllm_routed", "deep_gemm"]
+
+
 def test_what_a_release_does_not_show_is_null_not_guessed():
     gates = extractor.extract("0.4.0", [], {"sglang/srt/server_args.py": "x = 1\n", "sglang/srt/bad.py": "def ("})
     assert gates["pins"] == {} and gates["symm_mem_world_sizes"] is None

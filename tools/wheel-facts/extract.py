@@ -22,7 +22,8 @@ Gates read, per sglang release:
                        (any other major raises), "warning" when it uses .get() and warns
   fusion_majors        the majors flashinfer_comm_fusion.py's gate admits (is_sm90/is_sm100
                        checks), with fusion_refuses_other: its "requires SM90 or SM10X" raise
-  a2a_flashinfer       from the asserts whose message names "Flashinfer MoE A2A": the runner
+  a2a_flashinfer       from the asserts whose message names "FlashInfer MoE A2A" (any case: 0.5.19
+                       spells it "FlashInfer" in one assert, "Flashinfer" in another): the runner
                        backends it accepts, whether it needs attention DP as wide as TP, and
                        the flag that asks for it (--enable-dp-attention, --attn-dp-size from 0.5.22)
   grpc_port_check      server_args derives grpc_port = port + 10000 and checks it <= 65535
@@ -188,7 +189,7 @@ def a2a_flashinfer(trees: dict[str, ast.AST]) -> dict | None:
     for tree in trees.values():
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Assert) and node.msg is not None
-                    and "Flashinfer MoE A2A" in ast.unparse(node.msg)):
+                    and "flashinfer moe a2a" in ast.unparse(node.msg).lower()):
                 continue
             seen = True
             test = node.test
