@@ -25,9 +25,13 @@ def by_blocker(spec_name: str) -> dict:
 def test_the_cuda13_upgrade_per_config_before_anyone_upgrades():
     changes = {c.config: c for c in upgrade(load_spec(SPECS / "cuda128.yaml").spec,
                                              load_spec(SPECS / "cuda13.yaml").spec)}
-    # fusion: blocked on 12.8 (flashinfer's gate) and on 13 (SGLang's own gate): the upgrade cannot help
-    assert (changes["allreduce_fusion"].before, changes["allreduce_fusion"].after) == ("blocked", "blocked")
+    # fusion: on 12.8 (sglang 0.5.9) the flag does nothing on SM120 and the server runs without it;
+    # on 13 (0.5.15) SGLang's own gate refuses it: the upgrade makes it worse (issue 26)
+    assert (changes["allreduce_fusion"].before, changes["allreduce_fusion"].after) == (
+        "runs without FlashInfer all-reduce fusion", "blocked")
+    assert changes["allreduce_fusion"].why_before == ("allreduce-fusion-sglang-skips",)
     assert changes["allreduce_fusion"].why_after == ("allreduce-fusion-sglang-gate",)
+    assert changes["allreduce_fusion"].verdict == "worse"
     # symm-mem: a KeyError on 12.8, a server without the feature on 13
     assert changes["torch_symm_mem"].before == "blocked"
     assert changes["torch_symm_mem"].after == "runs without torch symmetric memory"
@@ -113,8 +117,9 @@ def test_cli_json_and_write_a_child_spec_that_loads(tmp_path, capsys):
     child = tmp_path / "child.yaml"
     rc = main(["advise", "--json", str(SPECS / "cuda128-dead-ends.yaml"), "--write", str(child)])
     report = json.loads(capsys.readouterr().out)
-    assert rc == 1  # fusion has no release that makes it work
-    assert {a["blocker"] for a in report["advice"]} == {"allreduce_fusion", "torch_symm_mem"}
+    assert rc == 1  # symm-mem has no release that makes it work
+    # (fusion is no blocker on 0.5.9: the flag does nothing on SM120, a feature-off warning)
+    assert {a["blocker"] for a in report["advice"]} == {"torch_symm_mem"}
     assert report["written"] is None and not child.exists()  # nothing clears without a cost
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from envmgr.compat import default_knowledge_base, evaluate
 from envmgr.compat.context import CONFIG_FACTS, DYNAMIC_PREFIXES, STACK_FACTS
@@ -169,13 +170,13 @@ CASES: dict[str, tuple] = {
     "torch-symm-mem-needs-p2p": (cfg({"--enable-torch-symm-mem": True}),
                                  deep_merge({"hardware": {"interconnect": "nvlink"}},
                                             cfg({"--enable-torch-symm-mem": True}))),
-    # sglang 0.5.9 has no gate of its own: flashinfer's decides
-    "allreduce-fusion-sm12x": (deep_merge(OLD_SGLANG, cfg({"--enable-flashinfer-allreduce-fusion": True})),
-                               deep_merge(OLD_SGLANG, deep_merge(
-                                   {"python": {"packages": {"flashinfer-python": "0.6.17"}}},
-                                   cfg({"--enable-flashinfer-allreduce-fusion": True})))),
-    # sglang 0.5.15 refuses SM12x itself, whatever flashinfer offers
-    "allreduce-fusion-sglang-gate": (cfg({"--enable-flashinfer-allreduce-fusion": True}),
+    # sglang 0.5.9-0.5.13: the communicator applies fusion on SM90/SM100 only, so on SM12x the
+    # flag does nothing (issue 26: it was an error, from flashinfer's JIT gate sglang never reaches)
+    "allreduce-fusion-sglang-skips": (deep_merge(OLD_SGLANG, cfg({"--enable-flashinfer-allreduce-fusion": True})),
+                                      deep_merge(OLD_SGLANG, deep_merge(
+                                          SM90, cfg({"--enable-flashinfer-allreduce-fusion": True})))),
+    # sglang 0.5.15 refuses SM12x itself, whatever flashinfer offers, for the old flag and the backend flag
+    "allreduce-fusion-sglang-gate": (cfg({"--flashinfer-allreduce-fusion-backend": "trtllm"}),
                                      deep_merge(SM90, cfg({"--enable-flashinfer-allreduce-fusion": True}))),
     "a2a-flashinfer-needs-cutlass-runner": (
         cfg({"--moe-a2a-backend": "flashinfer", "--enable-dp-attention": True, "--dp-size": 8}),
@@ -432,6 +433,10 @@ def test_fusion_on_sm120_is_refused_by_every_release_that_has_the_gate(version):
     refuses = RELEASES[version]["fusion_refuses_other"] is True
     rules = at_release(version, {"--enable-flashinfer-allreduce-fusion": True})
     assert ("allreduce-fusion-sglang-gate" in rules) is refuses
+    assert ("allreduce-fusion-sglang-skips" in rules) is (RELEASES[version]["fusion_refuses_other"] is False)
+    if Version(version) >= Version("0.5.14"):  # the flag that replaced it reaches the same gate (every backend)
+        for backend in ("auto", "trtllm", "mnnvl"):
+            assert "allreduce-fusion-sglang-gate" in at_release(version, {"--flashinfer-allreduce-fusion-backend": backend})
 
 
 def test_corrected_facts_at_their_real_boundaries():
@@ -454,6 +459,9 @@ def test_corrected_facts_at_their_real_boundaries():
     newest = max(RELEASES, key=lambda v: tuple(int(x) for x in v.split(".")))
     assert "allreduce-fusion-sglang-gate" in at_release(newest, fusion)
     assert "allreduce-fusion-sglang-gate" not in at_release("0.5.13", fusion)
+    # and before, the flag is accepted and does nothing there: a warning that the feature is off
+    assert "allreduce-fusion-sglang-skips" in at_release("0.5.13", fusion)
+    assert "allreduce-fusion-sglang-skips" not in at_release("0.5.14", fusion)
 
 
 def test_a2a_runner_backends_of_0_5_19_and_later_are_read_from_their_wheels():

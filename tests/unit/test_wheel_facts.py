@@ -78,6 +78,25 @@ def test_a_release_like_0_5_13():
     assert gates["grpc_port_check"] is True
 
 
+# 0.5.9-0.5.13 (layers/communicator.py): fusion is applied only on SM90/SM100, skipped elsewhere
+COMMUNICATOR = '''def apply_flashinfer_allreduce_fusion(batch_size: int):
+    return (
+        (_is_sm90_supported or _is_sm100_supported)
+        and _is_flashinfer_available
+        and get_global_server_args().enable_flashinfer_allreduce_fusion
+    )
+'''
+
+
+def test_a_release_that_only_skips_fusion_on_other_gpus_admits_its_majors_and_refuses_none():
+    files = {**sources(OLD_SYMM, fusion="def nothing(): pass\n"), "sglang/srt/layers/communicator.py": COMMUNICATOR}
+    gates = extractor.extract("0.5.13", REQUIRES, files)
+    assert (gates["fusion_majors"], gates["fusion_refuses_other"]) == ([9, 10], False)
+    # where the newer module raises, that gate is the one read
+    gates = extractor.extract("0.5.14", REQUIRES, {**sources(NEW_SYMM), "sglang/srt/layers/communicator.py": COMMUNICATOR})
+    assert (gates["fusion_majors"], gates["fusion_refuses_other"]) == ([9, 10], True)
+
+
 def test_a_release_like_0_5_14_warns_and_has_the_fusion_gate():
     gates = extractor.extract("0.5.14", REQUIRES, sources(NEW_SYMM))
     assert gates["symm_mem_other_major"] == "warning"

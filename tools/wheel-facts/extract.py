@@ -20,8 +20,10 @@ Gates read, per sglang release:
                        (distributed/device_communicators/all_reduce_utils.py)
   symm_mem_other_major "KeyError" when torch_symm_mem.py indexes that table by the GPU's major
                        (any other major raises), "warning" when it uses .get() and warns
-  fusion_majors        the majors flashinfer_comm_fusion.py's gate admits (is_sm90/is_sm100
-                       checks), with fusion_refuses_other: its "requires SM90 or SM10X" raise
+  fusion_majors        the majors SGLang's own fusion gate admits (is_sm90/is_sm100 checks), with
+                       fusion_refuses_other: true where flashinfer_comm_fusion.py raises "requires
+                       SM90 or SM10X" (0.5.14+), false where the communicator's
+                       apply_flashinfer_allreduce_fusion only skips fusion on the others (to 0.5.13)
   a2a_flashinfer       from the asserts whose message names "FlashInfer MoE A2A" (any case: 0.5.19
                        spells it "FlashInfer" in one assert, "Flashinfer" in another): the runner
                        backends it accepts, whether it needs attention DP as wide as TP, and
@@ -162,21 +164,28 @@ def symm_mem_other_major(trees: dict[str, ast.AST]) -> str | None:
 
 def fusion_gate(trees: dict[str, ast.AST]) -> dict:
     """The majors SGLang's FlashInfer all-reduce fusion admits (its own gate, whatever
-    flashinfer offers), and whether it raises for the others."""
+    flashinfer offers), and whether it raises for the others: 0.5.14+ raise in
+    flashinfer_comm_fusion.py; before, the communicator's apply_flashinfer_allreduce_fusion
+    only skips fusion on the others (the flag is accepted and does nothing)."""
     for name, tree in trees.items():
-        if not name.endswith("flashinfer_comm_fusion.py"):
-            continue
-        text = ast.unparse(tree)
-        majors = sorted(_majors(text))
-        return {"fusion_majors": majors or None,
-                "fusion_refuses_other": "requires SM90 or SM10X" in text}
+        if name.endswith("flashinfer_comm_fusion.py"):
+            text = ast.unparse(tree)
+            if "requires SM90 or SM10X" in text:
+                return {"fusion_majors": sorted(_majors(text)) or None, "fusion_refuses_other": True}
+    for name, tree in trees.items():
+        if name.endswith("layers/communicator.py"):
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef) and node.name == "apply_flashinfer_allreduce_fusion":
+                    majors = sorted(_majors(ast.unparse(node)))
+                    return {"fusion_majors": majors or None, "fusion_refuses_other": False if majors else None}
     return {"fusion_majors": None, "fusion_refuses_other": None}
 
 
 def _majors(text: str) -> set[int]:
-    # is_sm90_supported / is_sm100_supported (<= 0.5.19), get_platform().is_sm90 / .is_sm100
+    # is_sm90_supported / is_sm100_supported (<= 0.5.19), get_platform().is_sm90 / .is_sm100,
+    # the communicator's module-level _is_sm90_supported (<= 0.5.13)
     found = set()
-    for digits in re.findall(r"\bis_sm(\d+)(?:_supported)?\b", text):
+    for digits in re.findall(r"(?<![A-Za-z0-9])_?is_sm(\d+)(?:_supported)?\b", text):
         found.add(int(digits) // 10)  # sm90 -> 9, sm100 -> 10
     return found
 
