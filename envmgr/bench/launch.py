@@ -201,9 +201,12 @@ class RunningServer:
         if code is not None or eof:
             self._reader.join(timeout=5)  # the last lines carry the cause
             with self._lock:
-                self.triage.close()
+                released = [f for f in self.triage.close() if f.fatal]  # held for a recovery line that never came
             code = self._exit_code(code)
-            return self._launch("crashed", exit_text(code), returncode=code)
+            reason = exit_text(code)
+            if released:
+                reason += f"; fatal log line {released[0].line}: {released[0].id}"
+            return self._launch("crashed", reason, returncode=code)
         if pending and now - last >= self.limits.settle_s:
             with self._lock:
                 self.triage.close()  # silent after a generic error: nothing better is coming

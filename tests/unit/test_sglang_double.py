@@ -355,8 +355,13 @@ def test_bench_serving_measures_the_double_and_appends_one_real_json_line(ready,
     assert result["total_input_tokens"] == 6 * 64 and result["total_output_tokens"] == 6 * 16
     assert result["total_throughput"] == pytest.approx(
         result["input_throughput"] + result["output_throughput"])
-    # the double emits a token every SGLANG_DOUBLE_TOKEN_S = 2 ms
-    assert 1.5 < result["median_tpot_ms"] < 6 and 1.5 < result["median_itl_ms"] < 6
+    # the double's clock: token k is due SGLANG_DOUBLE_TTFT_S (20 ms) + (k-1) * SGLANG_DOUBLE_TOKEN_S
+    # (2 ms) after the request arrived, never earlier (a sleep does not end early): floors by
+    # construction, however loaded the machine. How close to 2 ms the gaps come is speed,
+    # measured in benchmarks/, not asserted here (it failed under load as a timing floor).
+    assert result["mean_ttft_ms"] >= 20 * 0.999
+    assert result["mean_e2e_latency_ms"] >= (20 + 15 * 2) * 0.999
+    assert result["median_tpot_ms"] > 0 and result["median_itl_ms"] > 0
 
 
 def test_bench_serving_against_no_server_fails_with_the_real_message(tmp_path):
