@@ -384,9 +384,13 @@ def _check_span(check: _Check, name: str, entry: Entry, value: FlagValue) -> boo
 
 
 def _silently(check: _Check, name: str) -> str:
-    """What argparse makes of a spelling its release lacks, when that is worse than an error."""
+    """What argparse makes of a spelling its release lacks: the abbreviation of the one flag it
+    begins (worse than an error: silent), or an ambiguous option when it begins several."""
     matches = _prefix_matches(check, name)
-    if len({e.canonical for e in matches}) != 1:
+    targets = {e.canonical for e in matches}
+    if len(targets) > 1:
+        return f", where argparse stops with 'ambiguous option: {name} could match {', '.join(sorted(targets))}'"
+    if not targets:
         return ""
     target = min(matches, key=lambda e: len(e.spelling))
     return f", where argparse silently takes {name} as the abbreviation of {target.spelling}"

@@ -316,3 +316,21 @@ def test_cuda13_scenario_is_told_about_deprecated_flags():
     found = problems(spec.benchmarks.flags_of("allreduce_fusion"), "0.5.15")
     assert found == {("info", "flag-deprecated", "--cuda-graph-max-bs"),
                      ("info", "flag-deprecated", "--enable-flashinfer-allreduce-fusion")}
+
+
+@pytest.mark.parametrize("version, expected", [
+    ("0.5.13", set()),                                                # the flag, no other spelling yet
+    ("0.5.14", {("info", "flag-deprecated", "--cuda-graph-max-bs")}),  # -decode and -prefill arrive
+    ("0.5.19", {("info", "flag-deprecated", "--cuda-graph-max-bs")}),
+    ("0.5.20", {("error", "flag-removed", "--cuda-graph-max-bs")}),    # gone: a prefix of two flags
+])
+def test_cuda_graph_max_bs_per_release(version, expected):
+    # issue 26: deprecated from 0.5.14, removed in 0.5.20, where argparse rejects the old spelling
+    # as an ambiguous prefix of --cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill
+    flags = {"--cuda-graph-max-bs": 128}
+    assert problems(flags, version) == expected
+    if version == "0.5.20":
+        [removed] = check_flags(flags, version)
+        assert ("ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+                "--cuda-graph-max-bs-prefill") in removed.message
+        assert dict(removed.edit) == {"--cuda-graph-max-bs": False, "--cuda-graph-max-bs-decode": 128}
