@@ -23,7 +23,7 @@ from packaging.version import Version
 
 from envmgr.compat.evaluate import evaluate
 from envmgr.findings import Finding
-from envmgr.compat.kb import KERNEL_PACKAGES, KnowledgeBase, default_knowledge_base
+from envmgr.compat.kb import KERNEL_PACKAGES, KnowledgeBase, Rule, default_knowledge_base
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin
 
@@ -224,20 +224,31 @@ def _change(name: str, before: list[Finding], after: list[Finding], kb: Knowledg
 
 def _state(findings: list[Finding], config: str, kb: KnowledgeBase) -> tuple[str, tuple[str, ...]]:
     mine = [f for f in findings if config in f.configs or (not f.configs and f.severity == "error")]
-    errors = tuple(f.id for f in mine if f.severity == "error")
+    # validate's judgement: an error, or a warning whose case is that the server stops
+    errors = tuple(f.id for f in mine if f.severity == "error" or _stops(kb, f.id))
     if errors:
         return "blocked", errors
-    off = [(f.id, kb.rule(f.id).feature_off) for f in mine if _feature_off(kb, f.id)]
+    off = [(f.id, _feature_off(kb, f.id)) for f in mine if _feature_off(kb, f.id)]
     if off:
         return f"runs without {off[0][1]}", tuple(rule for rule, _ in off)
     return "runs", ()
 
 
-def _feature_off(kb: KnowledgeBase, rule_id: str) -> str:
+def _rule(kb: KnowledgeBase, rule_id: str) -> Rule | None:
     try:
-        return kb.rule(rule_id).feature_off
+        return kb.rule(rule_id)
     except KeyError:  # a flag-check finding, not a rule of rules.yaml
-        return ""
+        return None
+
+
+def _feature_off(kb: KnowledgeBase, rule_id: str) -> str:
+    rule = _rule(kb, rule_id)
+    return rule.feature_off if rule else ""
+
+
+def _stops(kb: KnowledgeBase, rule_id: str) -> bool:
+    rule = _rule(kb, rule_id)
+    return bool(rule and rule.stops)
 
 
 def _without_new_stack_errors(spec: Spec, candidate: Candidate, blocked: dict[str, list[Finding]],

@@ -81,6 +81,9 @@ class Rule(BaseModel):
     predicts: list[str] = Field(default_factory=list, description="probes this rule says will fail")
     # the server starts, but the feature the config asks for stays off (a flag accepted and ignored)
     feature_off: str = Field("", description="the feature that stays off when this fires")
+    # a warning (not sure enough for an error: it depends on the model, the host) whose case is
+    # that the server stops: a config it fires for is expected to fail, so it counts as blocked
+    stops: bool = Field(False, description="a warning that predicts the server stops")
     # the flag change that clears it and keeps what the config asks for (advise tries it):
     # flag -> value template ("{world_size}"), true (bare), false (drop the flag)
     edit: dict[str, Any] = Field(default_factory=dict)
