@@ -39,7 +39,7 @@ STACK_FACTS = frozenset({
     "sglang_gates_known", "sglang_symm_mem_majors", "sglang_symm_mem_other_major",
     "sglang_fusion_majors", "sglang_fusion_refuses_other", "sglang_a2a_runner_backends",
     "sglang_a2a_needs_dp_attention", "sglang_a2a_dp_flag", "sglang_grpc_port_check", "sglang_cuda_python_min_major",
-    "sglang_kernel_cuda_tag", "model_path", "model_num_experts", "model_num_attention_heads",
+    "sglang_kernel_cuda_tag", "sglang_kernel_cuda_major", "sglang_kernel_cuda_libraries", "model_path", "model_num_experts", "model_num_attention_heads",
     "model_num_kv_heads", "flashinfer_fusion_majors",
     "flashinfer_gates_release", "torch_nccl", "nccl_pin", "nccl_package",
     "load_dataset", "load_dataset_path",
@@ -233,6 +233,17 @@ def _cuda(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> Context:
     return ctx
 
 
+def _kernel_build(package: str | None, version: str | None, builds: dict[str, dict]) -> Context:
+    """The CUDA major the kernel package is built for: a local tag (+cu130) says it, else the
+    PyPI wheel's common_ops says it (kernel_releases.yaml, read from each wheel)."""
+    tag = local_cuda_tag(version)
+    build = builds.get(package or "", {}).get(Version(version).public) if version and not tag else None
+    cuda_major = major(_tag_version(tag)) if tag else (build or {}).get("cuda_major")
+    return {"sglang_kernel_cuda_tag": tag,
+            "sglang_kernel_cuda_major": None if cuda_major is None else str(cuda_major),
+            "sglang_kernel_cuda_libraries": ", ".join((build or {}).get("libraries") or []) or None}
+
+
 def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
     pkgs = spec.python.canonical_packages
     ctx: Context = {f"pkg:{name}": spec_ for name, spec_ in pkgs.items()}
@@ -264,7 +275,7 @@ def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
     kernel_pkg = next((k for k in KERNEL_PACKAGES if k in pkgs), None)
     ctx["sglang_kernel_package"] = kernel_pkg
     ctx["sglang_kernel"] = pin[kernel_pkg] if kernel_pkg else None
-    ctx["sglang_kernel_cuda_tag"] = local_cuda_tag(pin[kernel_pkg]) if kernel_pkg else None
+    ctx.update(_kernel_build(kernel_pkg, ctx["sglang_kernel"], tables["kernel_releases"]))
     sglang = pin["sglang"]
     ctx["sglang"] = sglang
     if sglang:

@@ -166,13 +166,16 @@ def parse_knowledge_base(text: str, name: str = "rules.yaml") -> KnowledgeBase:
 @functools.lru_cache(maxsize=1)
 def default_knowledge_base() -> KnowledgeBase:
     """The rules shipped with envmgr (``envmgr/compat/rules.yaml``), parsed once (and cached),
-    with the tables read from the sglang wheels (``sglang_releases.yaml``) added."""
+    with the tables read from the wheels added (``sglang_releases.yaml``, ``flashinfer_releases.yaml``,
+    ``kernel_releases.yaml``)."""
     kb = load_shipped("envmgr.compat", "rules.yaml", parse_knowledge_base)
     releases = load_shipped("envmgr.compat", "sglang_releases.yaml", parse_releases)
     flashinfer = load_shipped("envmgr.compat", "flashinfer_releases.yaml", parse_releases)
+    kernels = load_shipped("envmgr.compat", "kernel_releases.yaml", parse_releases)  # package -> version -> build
     return kb.model_copy(update={"tables": {**kb.tables, "sglang_releases": releases,
                                             "sglang_pins": sglang_pins(releases),
-                                            "flashinfer_releases": flashinfer}})
+                                            "flashinfer_releases": flashinfer,
+                                            "kernel_releases": kernels}})
 
 
 def parse_releases(text: str, name: str = "*_releases.yaml") -> dict[str, dict[str, Any]]:

@@ -104,9 +104,10 @@ CASES: dict[str, tuple] = {
                                                cfg({"--moe-runner-backend": "triton"}))),
     "b12x-moe-rejects-ep": (cfg({"--moe-runner-backend": "flashinfer_b12x", "--ep-size": 8}),
                             cfg({"--moe-runner-backend": "flashinfer_b12x"})),
-    "sglang-kernel-pypi-is-cuda13": ({"python": {"torch_cuda": "cu128"}},
-                                     {"python": {"torch_cuda": "cu128", "packages": {"sglang-kernel": "0.4.4+cu128"}}}),
-    "sglang-kernel-cuda-unconfirmed": ({"python": {"packages": {"sglang-kernel": "0.4.1"}}}, {}),
+    # the PyPI wheel's common_ops links libcudart.so.13 (0.4.4) or .so.12 (0.4.1): kernel_releases.yaml
+    "kernel-cuda-build-mismatch": ({"python": {"torch_cuda": "cu128"}},
+                                   {"python": {"torch_cuda": "cu128", "packages": {"sglang-kernel": "0.4.4+cu128"}}}),
+    "kernel-cuda-build-unknown": ({"python": {"packages": {"sglang-kernel": "0.4.99"}}}, {}),
     "torch-symm-mem-torch-too-old": (
         deep_merge({"python": {"packages": {"torch": "2.5.1"}}}, cfg({"--enable-torch-symm-mem": True})),
         cfg({"--enable-torch-symm-mem": True})),
@@ -462,6 +463,29 @@ def test_corrected_facts_at_their_real_boundaries():
     # and before, the flag is accepted and does nothing there: a warning that the feature is off
     assert "allreduce-fusion-sglang-skips" in at_release("0.5.13", fusion)
     assert "allreduce-fusion-sglang-skips" not in at_release("0.5.14", fusion)
+
+
+KERNELS = default_knowledge_base().tables["kernel_releases"]
+
+
+@pytest.mark.parametrize("package, version", [(p, v) for p in sorted(KERNELS) for v in sorted(KERNELS[p])])
+@pytest.mark.parametrize("torch_cuda", ["cu128", "cu130"])
+def test_a_kernel_wheel_loads_only_beside_torch_of_its_cuda_major(package, version, torch_cuda):
+    # issue 26: sglang-kernel 0.4.1 is a CUDA 12 build (cu130 torch cannot load it); 0.4.2 ... 0.4.10
+    # are CUDA 13 builds (cu12x torch cannot); read per release from the wheels, not a literal
+    other = "sgl-kernel" if package == "sglang-kernel" else "sglang-kernel"
+    rules = fired({"python": {"torch_cuda": torch_cuda, "packages": {package: version, other: None}}})
+    expected = KERNELS[package][version]["cuda_major"] != int(torch_cuda[2:4])
+    assert ("kernel-cuda-build-mismatch" in rules) is expected, (package, version, torch_cuda)
+    assert "kernel-cuda-build-unknown" not in rules
+
+
+def test_the_kernel_builds_the_issue_read_from_the_wheels():
+    assert KERNELS["sglang-kernel"]["0.4.1"]["cuda_major"] == 12
+    for version in ("0.4.2", "0.4.2.post2", "0.4.3", "0.4.4", "0.4.5", "0.4.6.post1", "0.4.7", "0.4.9", "0.4.10"):
+        assert KERNELS["sglang-kernel"][version]["cuda_major"] == 13
+        assert "libcudart.so.13" in KERNELS["sglang-kernel"][version]["libraries"]
+    assert KERNELS["sgl-kernel"]["0.3.21"]["cuda_major"] == 12  # the cuda128 stack's
 
 
 def test_a2a_runner_backends_of_0_5_19_and_later_are_read_from_their_wheels():

@@ -213,3 +213,45 @@ def test_committed_flashinfer_data_has_sm12x_fusion_from_0_6_17():
     assert release_gates(releases, "0.6.11.post3")[0] == "0.6.11.post1"
     assert release_gates(releases, "0.6.11")[0] == "0.6.11"
     assert release_gates(releases, "0.5.3") == (None, None)  # not read: unknown, never guessed
+
+
+# --- kernel wheels: the CUDA build from the ELF DT_NEEDED of common_ops (tools/wheel-facts/elf.py) ---
+
+def _real_extension() -> Path:
+    import pydantic_core  # a compiled extension every test environment has
+
+    return next(Path(pydantic_core.__file__).parent.glob("*.so"))
+
+
+def test_elf_needed_agrees_with_readelf_on_a_real_extension():
+    import shutil
+    import subprocess
+
+    so = _real_extension()
+    names = extractor.elf.needed(so.read_bytes())
+    assert "libc.so.6" in names
+    if shutil.which("readelf"):  # binutils, where installed: the reference reader
+        out = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True, check=True).stdout
+        assert names == [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+
+
+def test_a_kernel_wheel_s_cuda_build_is_read_from_its_common_ops(tmp_path):
+    # a real ELF whose libpthread.so.0 entry is renamed libcudart.so.13 (same length: offsets hold)
+    elf_bytes = _real_extension().read_bytes()
+    assert b"libpthread.so.0" in elf_bytes
+    cuda13 = elf_bytes.replace(b"libpthread.so.0\0", b"libcudart.so.13\0")
+    wheel = tmp_path / "sglang_kernel-0.4.99-cp310-abi3-manylinux2014_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("sgl_kernel/sm90/common_ops.abi3.so", cuda13)
+        z.writestr("sgl_kernel/sm100/common_ops.abi3.so", cuda13)
+        z.writestr("sgl_kernel/__init__.py", "")
+    read = extractor.elf.file_ranges(wheel)
+    build = extractor.kernel_build("sglang-kernel==0.4.99", read, wheel.stat().st_size)
+    assert build["cuda_major"] == 13 and build["libraries"] == ["libcudart.so.13"]
+    assert build["read"] == ["sgl_kernel/sm100/common_ops.abi3.so", "sgl_kernel/sm90/common_ops.abi3.so"]
+    # two CUDA majors in one wheel: refused, not guessed
+    with zipfile.ZipFile(wheel, "a", zipfile.ZIP_STORED) as z:
+        z.writestr("sgl_kernel/sm120/common_ops.abi3.so", elf_bytes.replace(b"libpthread.so.0\0", b"libcudart.so.12\0"))
+    with pytest.raises(ValueError, match="links CUDA majors"):
+        extractor.kernel_build("sglang-kernel==0.4.99", extractor.elf.file_ranges(wheel), wheel.stat().st_size)
+    assert extractor._kernel_id(wheel.name) == "sglang-kernel==0.4.99"
