@@ -217,12 +217,14 @@ def upgrade(old: Spec, new: Spec, kb: KnowledgeBase | None = None) -> list[Confi
 
 
 def _change(name: str, before: list[Finding], after: list[Finding], kb: KnowledgeBase) -> ConfigChange:
-    state_before, why_before = _state(before, name, kb)
-    state_after, why_after = _state(after, name, kb)
+    state_before, why_before = config_outcome(before, name, kb)
+    state_after, why_after = config_outcome(after, name, kb)
     return ConfigChange(name, state_before, state_after, why_before, why_after)
 
 
-def _state(findings: list[Finding], config: str, kb: KnowledgeBase) -> tuple[str, tuple[str, ...]]:
+def config_outcome(findings: list[Finding], config: str, kb: KnowledgeBase) -> tuple[str, tuple[str, ...]]:
+    """runs | runs without FEATURE | blocked, and the rules that say so: validate's judgement of one
+    config (an error, or a warning whose case is that the server stops, blocks it)."""
     mine = [f for f in findings if config in f.configs or (not f.configs and f.severity == "error")]
     # validate's judgement: an error, or a warning whose case is that the server stops
     errors = tuple(f.id for f in mine if f.severity == "error" or _stops(kb, f.id))
