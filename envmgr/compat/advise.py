@@ -61,6 +61,8 @@ class Advice:
     edits: dict[str, dict[str, Any]] = field(default_factory=dict)  # flag edits with fixed_by
     starts_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
     still: list[Finding] = field(default_factory=list)  # newest release checked: what remains
+    # releases that would clear it but cost something else: (release, "blocks CONFIG" / "breaks the stack")
+    rejected: list[tuple[str, str]] = field(default_factory=list)
     newest_checked: str | None = None
     checked: int = 0
 
@@ -79,6 +81,7 @@ class Advice:
                 "fragment": self.fragments.get("starts")},
             "newest_checked": self.newest_checked, "checked": self.checked,
             "still_on_newest": [f.to_dict() for f in self.still],
+            "rejected": [{"sglang": release, "because": why} for release, why in self.rejected],
         }
 
 
@@ -120,10 +123,14 @@ def advise(spec: Spec, kb: KnowledgeBase | None = None) -> list[Advice]:
         if edits and name not in blockers(findings) and not _feature_off_by_config(findings, kb).get(name):
             item.fixed_here, item.here_edits = True, edits  # the smallest change: flags on this stack
     for candidate in candidates:
-        variant, after, edits = _without_new_stack_errors(spec, candidate, blocked, kb)
+        variant, after, edits, cost = _without_new_stack_errors(spec, candidate, blocked, kb)
         for name, item in advice.items():
             item.checked += 1
-            if item.fixed_by is not None or after is None:
+            if item.fixed_by is not None:
+                continue
+            if after is None:  # refused; say so where it would clear this one (as fixed_by would)
+                if cost and name in cost[1] and not (item.fixed_here and edits.get(name)):
+                    item.rejected.append((candidate.sglang, cost[0]))
                 continue
             if name in after or (item.fixed_here and edits.get(name)):
                 continue  # blocked there, or cleared by the same flags the spec's stack needs
@@ -253,23 +260,32 @@ def _stops(kb: KnowledgeBase, rule_id: str) -> bool:
     return bool(rule and rule.stops)
 
 
+Cost = tuple[str, set[str]] | None  # why a candidate is refused, and the blocked configs it would clear
+
+
 def _without_new_stack_errors(spec: Spec, candidate: Candidate, blocked: dict[str, list[Finding]],
-                              kb: KnowledgeBase) -> tuple[Candidate, dict | None, Edits]:
+                              kb: KnowledgeBase) -> tuple[Candidate, dict | None, Edits, Cost]:
     """The candidate, or the candidate with the least toolkit/driver change that keeps the stack
-    free of new errors, with the flag edits it needs, and what still blocks under it; None when
-    every variant breaks the stack or blocks a config that is not blocked now (a fix for one
-    config must not cost another)."""
+    free of new errors, with the flag edits it needs, and what still blocks under it; None (and
+    the cost) when every variant breaks the stack or blocks a config that is not blocked now (a
+    fix for one config must not cost another)."""
     stack_before = {f.id for f in blocked.get(STACK, [])}
+    cost: Cost = None
+    cost_edits: Edits = {}
     for variant in stack_variants(spec, candidate, kb):
         _, edits, findings = flag_edits(with_candidate(spec, variant), kb)
         after: dict = blockers(findings)
         if {f.id for f in after.get(STACK, [])} - stack_before:
+            cleared = set(blocked) - set(after) - set(_feature_off_by_config(findings, kb))
+            if cost is None:
+                cost, cost_edits = ("breaking the stack (" + ", ".join(f.id for f in after[STACK]) + ")", cleared), edits
             continue  # the stack itself would break
-        if set(after) - set(blocked):
-            return candidate, None, {}  # it blocks a config that runs today: no toolkit undoes that
+        if set(after) - set(blocked):  # it blocks a config that runs today: no toolkit undoes that
+            cleared = set(blocked) - set(after) - set(_feature_off_by_config(findings, kb))
+            return candidate, None, edits, ("blocking " + ", ".join(sorted(set(after) - set(blocked))), cleared)
         after["feature_off"] = _feature_off_by_config(findings, kb)
-        return variant, after, edits
-    return candidate, None, {}
+        return variant, after, edits, None
+    return candidate, None, cost_edits, cost
 
 
 def stack_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> list[Candidate]:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from packaging.version import Version
+
 from envmgr.report.printer import Printer, stdout_printer
 
 if TYPE_CHECKING:
+    from envmgr.compat.advise import Advice
     from envmgr.builders.base import Step
     from envmgr.findings import Finding
     from envmgr.facts.model import Facts
@@ -181,6 +184,16 @@ def render_cells(cells, out: Printer | None = None) -> None:
             out.indented(f"    fix: {problem.fix}", INDENT, "green")
 
 
+def _rejected(item: Advice) -> str:
+    """The releases that would clear it at a cost elsewhere: the condition the sentence states."""
+    if not item.rejected:
+        return ""
+    by_cost: dict[str, list[str]] = {}
+    for release, why in item.rejected:
+        by_cost.setdefault(why, []).append(release)
+    return "; " + "; ".join(f"{', '.join(sorted(r, key=Version))} would clear it, {why}" for why, r in by_cost.items())
+
+
 def _paste(out: Printer, what: str, fragment: dict) -> None:
     import yaml
 
@@ -219,14 +232,14 @@ def render_advice(loaded: LoadedSpec, advice: list, upgrade=None, from_label: st
             _paste(out, ("or " if item.fixed_here else "") + f"nearest release that clears it: {item.fixed_by.label}"
                    + (" with flag changes" if item.edits else ""), item.fragments["fix"])
         elif item.fixed_here:
-            out.indented(f"no known sglang release clears it without these flags ({item.checked} checked, "
-                         f"newest {item.newest_checked})", INDENT, "dim")
+            out.indented(f"no known sglang release clears it without these flags and without a cost elsewhere "
+                         f"({item.checked} checked, newest {item.newest_checked}){_rejected(item)}", INDENT, "dim")
         else:
             if item.starts_with is not None:
                 out.indented(f"{item.starts_with.label} starts it, but {item.feature_off} stays off there",
                              INDENT, "yellow")
             out.indented((f"no known sglang release makes it work on {spec.hardware.gpu.count}x "
                           f"{spec.hardware.gpu.arch} without blocking another config ({item.checked} "
-                          f"checked, newest {item.newest_checked}): the fix above is the way, if any"
+                          f"checked, newest {item.newest_checked}){_rejected(item)}: the fix above is the way, if any"
                           + ("; there: " + "; ".join(f"{f.id}: {f.message}" for f in item.still)
                              if item.still else "")), INDENT, "red")

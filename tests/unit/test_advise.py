@@ -56,6 +56,12 @@ def test_a_release_that_fixes_one_config_but_blocks_another_is_not_advice():
     # 0.5.12 has no dp-attention assert, but its symm-mem KeyError would block torch_symm_mem
     advice = by_blocker("cuda13.yaml")["ep_flashinfer_a2a"]
     assert advice.fixed_by is None
+    # and the advice says so: the releases that would clear it, and what each would cost (issue 26:
+    # "no release clears it" is true only under that condition)
+    rejected = dict(advice.rejected)
+    assert rejected["0.5.11"] == rejected["0.5.12"] == "blocking torch_symm_mem"
+    assert rejected["0.5.9"].startswith("breaking the stack") and rejected["0.5.10"].startswith("breaking the stack")
+    assert "0.5.13" not in rejected  # it asserts --enable-dp-attention too: no clear without the flags
     # the finding's own edit is the way, on this stack: searched and checked, not just its fix text
     assert advice.fixed_here
     assert advice.here_edits == {"ep_flashinfer_a2a": {"--enable-dp-attention": True, "--dp-size": 8}}
@@ -125,6 +131,13 @@ def test_cli_json_and_write_a_child_spec_that_loads(tmp_path, capsys):
     # (fusion is no blocker on 0.5.9: the flag does nothing on SM120, a feature-off warning)
     assert {a["blocker"] for a in report["advice"]} == {"torch_symm_mem"}
     assert report["written"] is None and not child.exists()  # nothing clears without a cost
+
+
+def test_the_no_release_sentence_states_its_condition(capsys):
+    main(["advise", str(SPECS / "cuda13.yaml")])
+    out = capsys.readouterr().out
+    assert ("no known sglang release clears it without these flags and without a cost elsewhere" in out
+            and "0.5.11, 0.5.12 would clear it, blocking torch_symm_mem" in out)
 
 
 def test_a_stack_nothing_blocks_gets_exit_0(capsys):
