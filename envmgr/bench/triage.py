@@ -250,7 +250,7 @@ class SignatureSet(BaseModel):
         wrong = sorted(f for f in named if f not in ids or self.by_id()[f].severity != "error")
         if wrong:
             raise ValueError(f"unclassified.words names no error signature: {wrong}")
-        Prefilter(self.matched_patterns())  # every pattern has a literal to find it by
+        prefilter_for(self)  # every pattern has a literal to find it by (built once: Triage reuses it)
 
 
 def _compile_regex(raw: Any, need_groups: bool = False, fold: bool = True) -> re.Pattern[str]:

@@ -61,7 +61,7 @@ class Advice:
     edits: dict[str, dict[str, Any]] = field(default_factory=dict)  # flag edits with fixed_by
     starts_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
     still: list[Finding] = field(default_factory=list)  # newest release checked: what remains
-    # releases that would clear it but cost something else: (release, "blocks CONFIG" / "breaks the stack")
+    # releases that would clear it at a cost elsewhere: (release, "blocking CONFIG" / "breaking the stack (...)")
     rejected: list[tuple[str, str]] = field(default_factory=list)
     newest_checked: str | None = None
     checked: int = 0
@@ -237,7 +237,7 @@ def config_outcome(findings: list[Finding], config: str, kb: KnowledgeBase) -> t
     errors = tuple(f.id for f in mine if f.severity == "error" or _stops(kb, f.id))
     if errors:
         return "blocked", errors
-    off = [(f.id, _feature_off(kb, f.id)) for f in mine if _feature_off(kb, f.id)]
+    off = [(f.id, feature) for f in mine if (feature := _feature_off(kb, f.id))]
     if off:
         return f"runs without {off[0][1]}", tuple(rule for rule, _ in off)
     return "runs", ()
@@ -275,15 +275,15 @@ def _without_new_stack_errors(spec: Spec, candidate: Candidate, blocked: dict[st
     for variant in stack_variants(spec, candidate, kb):
         _, edits, findings = flag_edits(with_candidate(spec, variant), kb)
         after: dict = blockers(findings)
+        feature_off = _feature_off_by_config(findings, kb)
+        cleared = set(blocked) - set(after) - set(feature_off)  # what it would clear, if it is refused
         if {f.id for f in after.get(STACK, [])} - stack_before:
-            cleared = set(blocked) - set(after) - set(_feature_off_by_config(findings, kb))
             if cost is None:
                 cost, cost_edits = ("breaking the stack (" + ", ".join(f.id for f in after[STACK]) + ")", cleared), edits
             continue  # the stack itself would break
         if set(after) - set(blocked):  # it blocks a config that runs today: no toolkit undoes that
-            cleared = set(blocked) - set(after) - set(_feature_off_by_config(findings, kb))
             return candidate, None, edits, ("blocking " + ", ".join(sorted(set(after) - set(blocked))), cleared)
-        after["feature_off"] = _feature_off_by_config(findings, kb)
+        after["feature_off"] = feature_off
         return variant, after, edits, None
     return candidate, None, cost_edits, cost
 
