@@ -4,7 +4,7 @@
 
 Each stack is an overlay on the CLEAN stack of tests/unit/test_compat_rules.py: the release's
 own pins (sglang_releases.yaml), an optional torch CUDA build, one benchmark config ``x``. The
-outcome is validate's judgement of ``x`` (``envmgr.compat.advise.config_outcome``: blocked /
+outcome is validate's judgement of ``x`` (``envmgr.compat.outcome.expected``: blocked /
 runs without FEATURE / runs); a stack scores when it equals the written one.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import yaml
 
 from envmgr.compat import default_knowledge_base, evaluate
-from envmgr.compat.advise import config_outcome
 from envmgr.compat.kb import KERNEL_PACKAGES
+from envmgr.compat.outcome import expected
 from envmgr.spec import Spec, deep_merge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,9 +49,9 @@ def score(path: Path) -> list[dict]:
     for stack in yaml.safe_load(path.read_text(encoding="utf-8"))["stacks"]:
         pins = kb.tables["sglang_releases"][stack["release"]]["pins"]
         spec = Spec.model_validate(deep_merge(base, overlay(stack, pins)))
-        got, why = config_outcome(evaluate(spec, kb=kb), "x", kb)
-        rows.append({"id": stack["id"], "expected": stack["expected"], "got": got, "rules": list(why),
-                     "right": got == stack["expected"]})
+        got = expected(evaluate(spec, kb=kb), "x")
+        rows.append({"id": stack["id"], "expected": stack["expected"], "got": got.label, "rules": list(got.why),
+                     "right": got.label == stack["expected"]})
     return rows
 
 

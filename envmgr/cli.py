@@ -121,16 +121,21 @@ def cmd_validate(a: argparse.Namespace) -> int:
     from envmgr.compat import check
     from envmgr.spec import load_spec
 
+    from envmgr.compat.outcome import expected_all
+
     loaded = load_spec(a.spec)
     findings = check(loaded, _load_facts(a.facts))
     errors = sum(f.severity == "error" for f in findings)
+    bench = loaded.spec.benchmarks
+    outcomes = expected_all(findings, bench.configs) if bench is not None else {}
     if a.json:
         _emit({"spec": str(a.spec), "name": loaded.spec.metadata.name, "digest": loaded.digest,
-               "ok": errors == 0, "findings": [f.to_dict() for f in findings]})
+               "ok": errors == 0, "findings": [f.to_dict() for f in findings],
+               "configs": {name: outcome.to_dict() for name, outcome in outcomes.items()}})
     else:
         from envmgr.report.console import render_findings
 
-        render_findings(loaded, findings)
+        render_findings(loaded, findings, outcomes)
     return 1 if errors else 0
 
 
@@ -585,7 +590,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
         if a.json:
             _emit([{"env": c.env.info.label, "config": c.config, "argv": list(c.command.argv),
                     "env_vars": c.shown_env, "load_argv": list(c.load_argv),
-                    "problems": [p.to_dict() for p in c.problems], "would_launch": not c.blocked} for c in cells])
+                    "problems": [p.to_dict() for p in c.problems], "would_launch": not c.blocked,
+                    "expected": c.expected.to_dict()} for c in cells])
         else:
             from envmgr.report.console import render_cells
 

@@ -37,6 +37,7 @@ class Finding:
     count: int = 1  # how many lines matched
     priority: int = 0
     feature: str | None = None  # the feature the server turned off (a feature-off warning)
+    stops: bool = False  # a warning that predicts the server stops (a compat rule marked so)
 
     @property
     def fatal(self) -> bool:

@@ -31,6 +31,7 @@ from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer, log_tail
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
 from envmgr.bench import preflight
+from envmgr.compat.outcome import RUNS, Outcome, expected
 from envmgr.bench.results import (CellResult, EnvInfo, LoadResult, ServedBy, legacy_target_folder, read_result,
                                   relative_spread, target_folder, write_result)
 from envmgr.bench.triage import load_signatures, triage_file
@@ -75,6 +76,7 @@ class Cell:
     redact: Redactor = Redactor()  # the bench spec's secrets: never shown or recorded
     load_params: tuple[tuple[str, Any], ...] = ()  # benchmarks.load, recorded with the result
     gpus: int = 1  # the GPUs its launch takes (tp x pp x replicas)
+    expected: Outcome = RUNS  # validate's judgement of the config on the env's stack
 
     @property
     def shown_env(self) -> dict[str, str]:
@@ -202,7 +204,7 @@ def plan_cells(bench_spec: Spec, envs: Sequence[Env], configs: Sequence[str],
                               repeats=bench.load.repeats, warmup=bench.load.warmup,
                               order=list(bench.configs).index(config), redact=redact,
                               load_params=tuple(bench.load.model_dump().items()),
-                              gpus=gpus_needed(bench.flags_of(config))))
+                              gpus=gpus_needed(bench.flags_of(config)), expected=expected(findings, config)))
     return cells
 
 
@@ -268,7 +270,9 @@ def run_matrix(cells: Sequence[Cell], *, rerun: bool = False, limits: Limits | N
                      "run the same command again to resume from this cell")
             raise
         write_result(cell.dir, result)
-        progress(f"=> {name}: {result.outcome}: {result.summary}")  # a milestone, shown everywhere
+        surprise = result.expected is not None and result.expected.state != result.measured.state
+        progress(f"=> {name}: {result.outcome}: {result.summary}"  # a milestone, shown everywhere
+                 + (f" (validate expected: {result.expected.because})" if surprise and result.expected else ""))
         run.results.append(result)
     return run
 
@@ -279,7 +283,7 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     started = time.time()
     base = dict(env=cell.env.info, config=cell.config, argv=cell.command.argv,
                 server_env=cell.shown_env, load_argv=cell.load_argv, started=started,
-                load_params=dict(cell.load_params), order=cell.order)
+                load_params=dict(cell.load_params), order=cell.order, expected=cell.expected)
     if cell.blocked:
         errors = tuple(p for p in cell.problems if p.fatal)
         first = errors[0]
@@ -287,6 +291,8 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
                           findings=errors, finished=time.time())
     for problem in cell.problems:
         progress(f"  {problem.severity}: {problem.id}: {problem.message}")
+    if cell.expected.state != "runs":
+        progress(f"  expected: {cell.expected.because}")
     with open_target(cell.env.url) as backend:
         checks = host_checks(backend, cell)
         for check in checks:

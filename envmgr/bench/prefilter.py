@@ -144,15 +144,18 @@ class Prefilter:
         lowered = block.lower()
         starts: set[int] = set()
         for start, end in self.spans(lowered.replace(b"\n", b" ")):
+            crossed = block.count(b"\n", start, end)
+            if crossed > 1:
+                continue  # over three lines or more: triage joins only a line and the one before
             starts.add(block.rfind(b"\n", 0, start) + 1)
-            if block.find(b"\n", start, end) != -1:
+            if crossed:
                 starts.add(block.rfind(b"\n", 0, end) + 1)
         newlines = [m.start() for m in NEWLINE.finditer(block)]
         # where each line after a newline begins in the block without its newlines
         joined_at = [at - k for k, at in enumerate(newlines)]
         for start, end in self.spans(lowered.replace(b"\n", b"")):
             first, last = bisect_right(joined_at, start), bisect_right(joined_at, end - 1)
-            if first != last:  # within one line the first pass found it
+            if last == first + 1:  # within one line the first pass found it; over three, triage cannot
                 starts.update(newlines[i - 1] + 1 if i else 0 for i in (first, last))
         return sorted(starts)
 

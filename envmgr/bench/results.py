@@ -27,8 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from envmgr.compat.outcome import STATES, Outcome as ConfigOutcome, measured
 from envmgr.errors import EnvmgrError
-from envmgr.findings import Finding
+from envmgr.findings import Finding, root_cause
 from envmgr.records import DamagedRecord, read_json
 from envmgr.severity import ORDER
 
@@ -126,6 +127,16 @@ class CellResult:
     runs: tuple[LoadResult, ...] = ()  # every measured load run; ``load`` is the median one
     order: int = 0  # the config's place in its bench spec (reports keep the spec's order)
     warmup: bool = False  # a warm-up run came first, not counted
+    # validate's judgement before the launch (runs / runs without FEATURE / blocked): the report
+    # puts it beside what happened; None in a record from before envmgr kept it
+    expected: ConfigOutcome | None = None
+
+    @property
+    def measured(self) -> ConfigOutcome:
+        """What the cell showed, in the same three outcomes: served its load (without the features
+        the server turned off), or not."""
+        root = root_cause(self.findings)
+        return measured(self.ok, self.ran_without, (root.id,) if root and not self.ok else ())
 
     @property
     def spread(self) -> float | None:
@@ -147,6 +158,7 @@ class CellResult:
         data["ran_without"] = list(self.ran_without)
         data["log_tail"] = list(self.log_tail)
         data["runs"] = [asdict(r) for r in self.runs]
+        data["expected"] = self.expected.to_dict() if self.expected else None
         return data
 
     @classmethod
@@ -175,6 +187,7 @@ class CellResult:
             runs=tuple(LoadResult.from_dict(r) for r in data.get("runs") or ()),
             warmup=bool(data.get("warmup", False)),
             order=int(data.get("order") or 0),
+            expected=ConfigOutcome.from_dict(data["expected"]) if data.get("expected") else None,
         )
 
 
@@ -363,7 +376,9 @@ _FINDING = _object({  # "rule" and "source": the shape before one Finding (Findi
     "sources": _optional(_list(_TEXT)), "source": _optional(_TEXT), "field": _TEXT, "where": _optional(_TEXT),
     "configs": _optional(_list(_NAME)), "flag": _TEXT, "edit": _optional(_map(_ANY)), "title": _TEXT,
     "line": _INTEGER, "text": _TEXT, "values": _map(_ANY), "rank": _optional(_NAME), "ranks": _optional(_list(_NAME)),
-    "count": _INTEGER, "priority": _INTEGER, "feature": _optional(_NAME)})
+    "count": _INTEGER, "priority": _INTEGER, "feature": _optional(_NAME), "stops": _optional(_BOOLEAN)})
+_OUTCOME = _object({"state": _one_of(STATES), "features": _optional(_list(_NAME)), "why": _optional(_list(_NAME)),
+                    "outcome": _NAME}, required=("state",))
 _CELL = _object({
     "env": _ENV, "config": _NAME, "outcome": _one_of(OUTCOMES), "summary": _TEXT, "argv": _list(_TEXT),
     "server_env": _map(_TEXT), "load_argv": _list(_TEXT), "startup_s": _optional(_NUMBER),
@@ -371,4 +386,4 @@ _CELL = _object({
     "server_log": _TEXT, "started": _TIME, "finished": _TIME, "served_by": _optional(_SERVED_BY),
     "load_params": _optional(_map(_SCALAR)), "ran_without": _optional(_list(_NAME)),
     "log_tail": _optional(_list(_TEXT)), "runs": _optional(_list(_LOAD)), "order": _optional(_INTEGER),
-    "warmup": _optional(_BOOLEAN)}, required=("env", "config", "outcome"))
+    "warmup": _optional(_BOOLEAN), "expected": _optional(_OUTCOME)}, required=("env", "config", "outcome"))

@@ -1,17 +1,25 @@
-"""``envmgr advise``: for each thing the rules say cannot work, the nearest known stack where it can.
+"""``envmgr advise``: for each thing the rules say cannot work, the smallest known move that clears it.
 
 Plain data in, plain data out. A *blocker* is the stack (its error findings that name no config)
-or one benchmark config (its error findings). For each, every sglang release the knowledge base
-read from the wheels (``sglang_releases.yaml``, with the torch / flashinfer / kernel pins that
-release requires, and a torch CUDA build that exists for that torch) is tried, nearest to the
-spec's own release first (newer before older at the same distance); the first candidate under
-which the blocker has no error left, and the stack gains none, is the advice. When none does,
-the advice says so, with the newest release checked and what still stands there: a finding's
-own fix (a flag, a driver) is then the way, or nothing is.
+or one benchmark config (what blocks it in validate's judgement, ``envmgr.compat.outcome``: an
+error, or a warning that predicts the server stops). Candidates, smallest move first:
 
-With ``--from OLD``: each of the spec's configs on OLD's stack and on the spec's: unblocked,
-unchanged, worse, or started but with the feature it asks for still off (a rule marked
-``feature_off``: the flag is accepted and ignored).
+1. flag changes on the spec's own stack (the edits its findings carry);
+2. a sglang release the knowledge base read from the wheels (``sglang_releases.yaml``, with the
+   torch / flashinfer / kernel pins that release requires, and a torch CUDA build that exists for
+   that torch) on the same driver and toolkit;
+3. such a release with a newer toolkit added beside the spec's, then with the driver it needs.
+
+Within a step, a release that needs no flag change beyond those the spec's own stack needs comes
+first, then the nearest to the spec's own (newer before older at the same distance). A candidate is
+dropped when it is dominated (a release plus the config's flag changes, where those alone clear it) or when it costs something elsewhere:
+the stack gains an error, or a config that runs today is blocked (``rejected`` says which and why).
+When nothing clears a blocker, the advice says under which condition: the releases that would at a
+cost, and what blocks it on each of the others.
+
+With ``--from OLD``: each of the spec's configs on OLD's stack and on the spec's, in validate's
+three outcomes (runs / runs without FEATURE / blocked): unblocked, unchanged, worse, or started but
+with the feature it asks for still off.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ from packaging.version import Version
 
 from envmgr.compat.evaluate import evaluate
 from envmgr.findings import Finding
-from envmgr.compat.kb import KERNEL_PACKAGES, KnowledgeBase, Rule, default_knowledge_base
+from envmgr.compat.kb import KERNEL_PACKAGES, KnowledgeBase, default_knowledge_base
+from envmgr.compat.outcome import expected, stops
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin
 
@@ -61,10 +70,25 @@ class Advice:
     edits: dict[str, dict[str, Any]] = field(default_factory=dict)  # flag edits with fixed_by
     starts_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
     still: list[Finding] = field(default_factory=list)  # newest release checked: what remains
-    # releases that would clear it at a cost elsewhere: (release, "blocking CONFIG" / "breaking the stack (...)")
+    # releases that would clear or start it at a cost elsewhere: (release, "would clear it, blocking CONFIG")
     rejected: list[tuple[str, str]] = field(default_factory=list)
+    with_flags: list[str] = field(default_factory=list)  # releases that clear it with flag changes (dominated)
+    # releases under which it stays blocked, and the findings that block it there
+    blocked_on: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     newest_checked: str | None = None
-    checked: int = 0
+    releases: list[str] = field(default_factory=list)  # every release checked
+
+    @property
+    def checked(self) -> int:
+        return len(self.releases)
+
+    def conditions(self) -> list[tuple[str, str]]:
+        """Why no release clears it, grouped: (releases, "would clear it, blocking X") for those
+        refused at a cost, then (releases, finding ids) for those under which it stays blocked.
+        Releases read as spans of consecutive checked ones: "0.5.9-0.5.12, 0.5.15"."""
+        refused = [(span(r, self.releases), why) for why, r in _grouped(self.rejected)]
+        flags = [(span(self.with_flags, self.releases), "clear it only with flag changes")] if self.with_flags else []
+        return refused + flags + [(span(r, self.releases), ", ".join(ids)) for ids, r in _grouped(self.blocked_on)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,7 +106,29 @@ class Advice:
             "newest_checked": self.newest_checked, "checked": self.checked,
             "still_on_newest": [f.to_dict() for f in self.still],
             "rejected": [{"sglang": release, "because": why} for release, why in self.rejected],
+            "with_flag_changes": self.with_flags,
+            "blocked_on": [{"sglang": release, "by": list(ids)} for release, ids in self.blocked_on],
         }
+
+
+def _grouped(pairs: list[tuple[str, Any]]) -> list[tuple[Any, list[str]]]:
+    groups: dict[Any, list[str]] = {}
+    for release, key in pairs:
+        groups.setdefault(key, []).append(release)
+    return list(groups.items())
+
+
+def span(releases: list[str], every: list[str]) -> str:
+    """Releases as runs of consecutive ones in ``every`` (sorted by version): "0.5.9-0.5.12, 0.5.15"."""
+    order = sorted(set(every) | set(releases), key=Version)
+    runs: list[list[str]] = []
+    for release in sorted(set(releases), key=Version):
+        if runs and order.index(release) == order.index(runs[-1][-1]) + 1:
+            runs[-1].append(release)
+        else:
+            runs.append([release])
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}, {run[1]}" if len(run) == 2
+                     else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 @dataclass(frozen=True)
@@ -120,27 +166,36 @@ def advise(spec: Spec, kb: KnowledgeBase | None = None) -> list[Advice]:
         if name == STACK:
             continue
         _, edits, findings = flag_edits(spec, kb, only=name)
-        if edits and name not in blockers(findings) and not _feature_off_by_config(findings, kb).get(name):
+        if edits and name not in blockers(findings) and not _feature_off_by_config(findings).get(name):
             item.fixed_here, item.here_edits = True, edits  # the smallest change: flags on this stack
-    for candidate in candidates:
-        variant, after, edits, cost = _without_new_stack_errors(spec, candidate, blocked, kb)
+    fixes: dict[str, list[tuple[tuple[int, int, int], Candidate, Edits]]] = {name: [] for name in advice}
+    starts: dict[str, list[tuple[tuple[int, int, int], Candidate, Edits, str]]] = {name: [] for name in advice}
+    _, own_edits, _ = flag_edits(spec, kb)  # what the spec's own stack needs anyway
+    for order, candidate in enumerate(candidates):
+        trial = _try(spec, candidate, blocked, kb)
         for name, item in advice.items():
-            item.checked += 1
-            if item.fixed_by is not None:
+            item.releases.append(candidate.sglang)
+            if name in trial.after:
+                item.blocked_on.append((candidate.sglang, tuple(dict.fromkeys(f.id for f in trial.after[name]))))
                 continue
-            if after is None:  # refused; say so where it would clear this one (as fixed_by would)
-                if cost and name in cost[1] and not (item.fixed_here and edits.get(name)):
-                    item.rejected.append((candidate.sglang, cost[0]))
+            off = trial.feature_off.get(name, [])
+            if trial.cost:  # it would clear (or start) this one, at a cost elsewhere
+                item.rejected.append((candidate.sglang, (f"would start it without {off[0]}, " if off
+                                                         else "would clear it, ") + trial.cost))
                 continue
-            if name in after or (item.fixed_here and edits.get(name)):
-                continue  # blocked there, or cleared by the same flags the spec's stack needs
-            off = after.get("feature_off", {}).get(name, [])
+            if item.fixed_here and _seen_by(trial.edits, name):  # dominated: flag changes alone clear it
+                item.with_flags.append(candidate.sglang)
+                continue
+            rank = (move(trial.variant), _more_edits(trial.edits, own_edits), order)
             if off:
-                if item.starts_with is None:
-                    item.starts_with, item.feature_off = variant, off[0]
-                    item.starts_edits = edits
-                continue
-            item.fixed_by, item.edits = variant, edits
+                starts[name].append((rank, trial.variant, trial.edits, off[0]))
+            else:
+                fixes[name].append((rank, trial.variant, trial.edits))
+    for name, item in advice.items():
+        if fixes[name]:
+            _, item.fixed_by, item.edits = min(fixes[name], key=lambda option: option[0])
+        elif starts[name]:
+            _, item.starts_with, item.starts_edits, item.feature_off = min(starts[name], key=lambda option: option[0])
     for item in advice.values():
         if item.fixed_here:
             item.fragments["flags"] = edits_fragment(item.here_edits)
@@ -161,6 +216,23 @@ def advise(spec: Spec, kb: KnowledgeBase | None = None) -> list[Advice]:
 # Edits: where -> flag -> value; where is "" for benchmarks.server_flags, else a config name.
 Edits = dict[str, dict[str, Any]]
 MAX_EDIT_ROUNDS = 4  # an edit can reveal the next finding (a rename, then its value)
+
+
+def _seen_by(edits: Edits, config: str) -> dict[str, Any]:
+    """The flag edits one config gets: the common ones (server_flags) and its own."""
+    return {**edits.get("", {}), **edits.get(config, {})}
+
+
+def _more_edits(edits: Edits, own: Edits) -> bool:
+    """Whether a candidate needs flag changes beyond those the spec's own stack needs anyway."""
+    return any(own.get(where, {}).get(flag, object()) != value
+               for where, flags in edits.items() for flag, value in flags.items())
+
+
+def move(candidate: Candidate) -> int:
+    """How far a candidate moves the host, beyond its Python packages: 0 a release on the same
+    driver and toolkit, 1 a toolkit added beside the spec's, 2 a driver too."""
+    return 2 if candidate.driver else 1 if candidate.toolkit else 0
 
 
 def flag_edits(spec: Spec, kb: KnowledgeBase, only: str | None = None) -> tuple[Spec, Edits, list[Finding]]:
@@ -220,72 +292,48 @@ def upgrade(old: Spec, new: Spec, kb: KnowledgeBase | None = None) -> list[Confi
         return []
     before = evaluate(old.model_copy(update={"benchmarks": new.benchmarks}), kb=kb)
     after = evaluate(new, kb=kb)
-    return [_change(name, before, after, kb) for name in new.benchmarks.configs]
+    return [_change(name, before, after) for name in new.benchmarks.configs]
 
 
-def _change(name: str, before: list[Finding], after: list[Finding], kb: KnowledgeBase) -> ConfigChange:
-    state_before, why_before = config_outcome(before, name, kb)
-    state_after, why_after = config_outcome(after, name, kb)
-    return ConfigChange(name, state_before, state_after, why_before, why_after)
+def _change(name: str, before: list[Finding], after: list[Finding]) -> ConfigChange:
+    was, now = expected(before, name), expected(after, name)
+    return ConfigChange(name, was.label, now.label, was.why, now.why)
 
 
-def config_outcome(findings: list[Finding], config: str, kb: KnowledgeBase) -> tuple[str, tuple[str, ...]]:
-    """runs | runs without FEATURE | blocked, and the rules that say so: validate's judgement of one
-    config (an error, or a warning whose case is that the server stops, blocks it)."""
-    mine = [f for f in findings if config in f.configs or (not f.configs and f.severity == "error")]
-    # validate's judgement: an error, or a warning whose case is that the server stops
-    errors = tuple(f.id for f in mine if f.severity == "error" or _stops(kb, f.id))
-    if errors:
-        return "blocked", errors
-    off = [(f.id, feature) for f in mine if (feature := _feature_off(kb, f.id))]
-    if off:
-        return f"runs without {off[0][1]}", tuple(rule for rule, _ in off)
-    return "runs", ()
+@dataclass(frozen=True)
+class Trial:
+    """One release tried: the variant of it chosen (or the one refused), its flag edits, what
+    blocks and what turns a feature off under it, and what it costs ("" when nothing)."""
+
+    variant: Candidate
+    edits: Edits
+    after: dict[str, list[Finding]]  # blockers (``blockers``) under it
+    feature_off: dict[str, list[str]]
+    cost: str = ""  # "breaking the stack (...)" / "blocking CONFIG": refused
 
 
-def _rule(kb: KnowledgeBase, rule_id: str) -> Rule | None:
-    try:
-        return kb.rule(rule_id)
-    except KeyError:  # a flag-check finding, not a rule of rules.yaml
-        return None
-
-
-def _feature_off(kb: KnowledgeBase, rule_id: str) -> str:
-    rule = _rule(kb, rule_id)
-    return rule.feature_off if rule else ""
-
-
-def _stops(kb: KnowledgeBase, rule_id: str) -> bool:
-    rule = _rule(kb, rule_id)
-    return bool(rule and rule.stops)
-
-
-Cost = tuple[str, set[str]] | None  # why a candidate is refused, and the blocked configs it would clear
-
-
-def _without_new_stack_errors(spec: Spec, candidate: Candidate, blocked: dict[str, list[Finding]],
-                              kb: KnowledgeBase) -> tuple[Candidate, dict | None, Edits, Cost]:
+def _try(spec: Spec, candidate: Candidate, blocked: dict[str, list[Finding]], kb: KnowledgeBase) -> Trial:
     """The candidate, or the candidate with the least toolkit/driver change that keeps the stack
-    free of new errors, with the flag edits it needs, and what still blocks under it; None (and
-    the cost) when every variant breaks the stack or blocks a config that is not blocked now (a
-    fix for one config must not cost another)."""
+    free of new errors; refused (with its cost) when every variant breaks the stack, or when it
+    blocks a config that is not blocked now (a fix for one config must not cost another)."""
     stack_before = {f.id for f in blocked.get(STACK, [])}
-    cost: Cost = None
-    cost_edits: Edits = {}
+    fallback: Trial | None = None  # refused, or (the spec's own release as it is) no move at all
     for variant in stack_variants(spec, candidate, kb):
-        _, edits, findings = flag_edits(with_candidate(spec, variant), kb)
-        after: dict = blockers(findings)
-        feature_off = _feature_off_by_config(findings, kb)
-        cleared = set(blocked) - set(after) - set(feature_off)  # what it would clear, if it is refused
-        if {f.id for f in after.get(STACK, [])} - stack_before:
-            if cost is None:
-                cost, cost_edits = ("breaking the stack (" + ", ".join(f.id for f in after[STACK]) + ")", cleared), edits
+        moved = with_candidate(spec, variant)
+        _, edits, findings = flag_edits(moved, kb)
+        trial = Trial(variant, edits, blockers(findings), _feature_off_by_config(findings))
+        if moved == spec:  # the spec's own release and pins: only its toolkit/torch variants move
+            fallback = fallback or trial
+            continue
+        if {f.id for f in trial.after.get(STACK, [])} - stack_before:
+            fallback = fallback or replace(trial, variant=candidate, cost="breaking the stack (" + ", ".join(
+                f.id for f in trial.after[STACK]) + ")")
             continue  # the stack itself would break
-        if set(after) - set(blocked):  # it blocks a config that runs today: no toolkit undoes that
-            return candidate, None, edits, ("blocking " + ", ".join(sorted(set(after) - set(blocked))), cleared)
-        after["feature_off"] = feature_off
-        return variant, after, edits, None
-    return candidate, None, cost_edits, cost
+        if newly := sorted(set(trial.after) - set(blocked)):  # no toolkit undoes that
+            return replace(trial, variant=candidate, cost="blocking " + ", ".join(newly))
+        return trial
+    assert fallback is not None  # stack_variants gives the candidate itself first
+    return fallback
 
 
 def stack_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> list[Candidate]:
@@ -326,20 +374,20 @@ def toolkit_variants(spec: Spec, candidate: Candidate, kb: KnowledgeBase) -> lis
     return variants
 
 
-def _feature_off_by_config(findings: list[Finding], kb: KnowledgeBase) -> dict[str, list[str]]:
+def _feature_off_by_config(findings: list[Finding]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for f in findings:
-        feature = _feature_off(kb, f.id)
-        for name in f.configs if feature else ():
-            out.setdefault(name, []).append(feature)
+        for name in f.configs if f.feature else ():
+            out.setdefault(name, []).append(f.feature or "")
     return out
 
 
 def blockers(findings: list[Finding]) -> dict[str, list[Finding]]:
-    """Error findings by what they block: each config they name, or the stack."""
+    """The findings that block (validate's judgement, ``outcome.stops``: an error, or a warning
+    that predicts the server stops) by what they block: each config they name, or the stack."""
     out: dict[str, list[Finding]] = {}
     for f in findings:
-        if f.severity != "error":
+        if not stops(f):
             continue
         for name in f.configs or (STACK,):
             out.setdefault(name, []).append(f)
@@ -347,14 +395,14 @@ def blockers(findings: list[Finding]) -> dict[str, list[Finding]]:
 
 
 def nearest_first(spec: Spec, kb: KnowledgeBase) -> list[Candidate]:
-    """Every release with known pins, ordered by distance from the spec's own."""
+    """Every release with known pins, ordered by distance from the spec's own (first: its own
+    pins, toolkit or torch build may be what moves)."""
     pins = kb.tables["sglang_pins"]
     releases = sorted(pins, key=Version)
     current = exact_pin(spec.python.canonical_packages.get("sglang"))
     if current in releases:
         at = releases.index(current)
         order = sorted(range(len(releases)), key=lambda i: (abs(i - at), i < at))
-        order = [i for i in order if i != at]
     else:
         order = list(range(len(releases) - 1, -1, -1))  # no exact pin: newest first
     return [_candidate(spec, releases[i], pins[releases[i]], kb) for i in order]

@@ -40,7 +40,7 @@ STACK_FACTS = frozenset({
     "sglang_fusion_majors", "sglang_fusion_refuses_other", "sglang_a2a_runner_backends",
     "sglang_a2a_needs_dp_attention", "sglang_a2a_dp_flag", "sglang_grpc_port_check", "sglang_cuda_python_min_major",
     "sglang_kernel_cuda_tag", "sglang_kernel_cuda_major", "sglang_kernel_cuda_libraries", "model_path", "model_num_experts", "model_num_attention_heads",
-    "model_num_kv_heads", "flashinfer_fusion_majors",
+    "model_num_kv_heads", "flashinfer_fusion_majors", "flashinfer_sm12_cuda_min",
     "flashinfer_gates_release", "torch_nccl", "nccl_pin", "nccl_package",
     "load_dataset", "load_dataset_path",
 })
@@ -270,6 +270,10 @@ def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
         ctx["flashinfer_gates_release"] = known
         # the trtllm all-reduce fusion module's arch gate (flashinfer/jit/comm.py)
         ctx["flashinfer_fusion_majors"] = (gates or {}).get("jit_majors", {}).get("gen_trtllm_comm_module")
+        # the toolkit its JIT requires for this SM 12 minor (minor 1 stands for 12.1 and later)
+        arch_num = int(re.fullmatch(r"sm_([0-9]+)[af]?", spec.hardware.gpu.arch).group(1))  # type: ignore[union-attr]
+        if arch_num // 10 == 12:
+            ctx["flashinfer_sm12_cuda_min"] = ((gates or {}).get("sm12_cuda_min") or {}).get(min(arch_num % 10, 1))
     ctx["flashinfer_cubin"] = pin["flashinfer-cubin"]
     ctx["flashinfer_jit_cache_tag"] = local_cuda_tag(exact_pin(pkgs.get("flashinfer-jit-cache")))
     kernel_pkg = next((k for k in KERNEL_PACKAGES if k in pkgs), None)

@@ -170,6 +170,7 @@ def _finding(rule: Rule, ctx: Context, kb: KnowledgeBase,
     return Finding(id=rule.id, severity=rule.severity, message=render(rule.message, ctx),
                    fix=render(rule.fix, ctx), sources=(kb.sources[rule.source],),
                    field=field, configs=(config,) if config else (),
+                   feature=rule.feature_off or None, stops=rule.stops,
                    edit=tuple((flag, _edit_value(value, ctx)) for flag, value in rule.edit.items()))
 
 

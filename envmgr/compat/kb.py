@@ -84,6 +84,9 @@ class Rule(BaseModel):
     # a warning (not sure enough for an error: it depends on the model, the host) whose case is
     # that the server stops: a config it fires for is expected to fail, so it counts as blocked
     stops: bool = Field(False, description="a warning that predicts the server stops")
+    # a release boundary inside the range the wheels were read for that is no gate of their code
+    # (an observation): why the wheel data cannot give it (tests/unit/test_release_data_is_read.py)
+    observed: str = Field("", description="why a literal release boundary is not read from the wheels")
     # the flag change that clears it and keeps what the config asks for (advise tries it):
     # flag -> value template ("{world_size}"), true (bare), false (drop the flag)
     edit: dict[str, Any] = Field(default_factory=dict)

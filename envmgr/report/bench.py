@@ -81,6 +81,11 @@ class Cell:
     low: float | None = None  # the slowest and fastest run's output throughput
     high: float | None = None
     within_noise: bool = False  # differs from the first column's by less than their spread
+    # the three outcomes (envmgr.compat.outcome): what happened, and what validate expected before
+    # the launch ("" in a record from before envmgr kept it); a surprise is where they differ
+    result: str = ""
+    expected: str = ""
+    surprise: bool = False
 
     @property
     def spread_text(self) -> str:
@@ -221,7 +226,9 @@ def _cell(result: CellResult, reference: float | None, reference_spread: float |
                 ratio=share, ran_without=tuple(result.ran_without),
                 runs=max(len(result.runs), 1), spread=result.spread if throughput is not None else None,
                 low=min(values) if values else None, high=max(values) if values else None,
-                within_noise=noise)
+                within_noise=noise, result=result.measured.label,
+                expected=result.expected.because if result.expected else "",
+                surprise=result.expected is not None and result.expected.state != result.measured.state)
 
 
 def _failure(result: CellResult) -> Failure:
@@ -331,6 +338,13 @@ def _shown(data: str, style: str = "", limit: int = _IN_TABLE) -> Text:
 
 
 def _terminal_cell(row: Row, column: int, cell: Cell | None) -> Text:
+    text = _terminal_result(row, column, cell)
+    if cell is not None and cell.surprise:
+        text.append_text(_shown(f"\nEXPECTED {cell.expected}", "bold magenta"))
+    return text
+
+
+def _terminal_result(row: Row, column: int, cell: Cell | None) -> Text:
     if cell is None:
         return Text("not run", style="dim")
     if cell.failure:
@@ -385,6 +399,7 @@ dd { margin: 0; font-variant-numeric: tabular-nums; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; padding: .3em; font-size: .8em; }
 img { max-width: 100%; height: auto; }
 .skipped { color: #8a4b00; }
+.surprise { color: #6a1b9a; font-weight: bold; }
 </style>
 </head>
 <body>
@@ -393,7 +408,9 @@ img { max-width: 100%; height: auto; }
 bench_serving; {% if comp.baseline %}&times; is the ratio to <b>{{ comp.baseline }}</b> where both ran ok;
 {% endif %}&#9733; marks the best environment per config. A number is the median of its measured runs
 (after a warm-up run where the spec asks for one), with their spread; a ratio within that spread is
-no difference. A failed cell shows triage's root cause and its whole fix, and is no bar in the chart.</p>
+no difference. A failed cell shows triage's root cause and its whole fix, and is no bar in the chart.
+Each cell's outcome (runs / runs without FEATURE / blocked) stands beside the one validate expected
+before the launch; where they differ, a rule is wrong or the environment is not what its spec says.</p>
 {% if png %}
 <figure><img src="{{ png }}" alt="{{ alt }}"></figure>
 {% endif %}
@@ -422,6 +439,7 @@ no difference. A failed cell shows triage's root cause and its whole fix, and is
 <p>{{ f.message }}</p>
 {% if f.fix %}<p class="fix">fix: {{ f.fix }}</p>{% endif %}
 {% if f.log_text %}<pre>{% if f.line %}server log line {{ f.line }}: {% endif %}{{ f.log_text }}</pre>{% endif %}
+{% if cell.surprise %}<div class="surprise">expected: {{ cell.expected }}</div>{% endif %}
 <dl><dt>ended after</dt><dd>{{ cell.startup_s|seconds }}</dd></dl>
 </td>
 {% else %}
@@ -437,7 +455,8 @@ no difference. A failed cell shows triage's root cause and its whole fix, and is
 <dt>ITL</dt><dd>{{ load.median_itl_ms|ms }} median, {{ load.p99_itl_ms|ms }} p99</dd>
 <dt>requests</dt><dd>{{ load.completed }} in {{ load.duration_s|seconds }}</dd>
 <dt>startup</dt><dd>{{ cell.startup_s|seconds }}</dd>
-<dt>outcome</dt><dd>{{ cell.outcome }}</dd>
+<dt>outcome</dt><dd>{{ cell.outcome }}: {{ cell.result }}</dd>
+{% if cell.expected %}<dt>expected</dt><dd{% if cell.surprise %} class="surprise"{% endif %}>{{ cell.expected }}</dd>{% endif %}
 </dl>
 </td>
 {% endif %}

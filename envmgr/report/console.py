@@ -6,6 +6,7 @@ takes the printer to write to, stdout's by default.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
@@ -14,6 +15,7 @@ from envmgr.report.printer import Printer, stdout_printer
 
 if TYPE_CHECKING:
     from envmgr.compat.advise import Advice
+    from envmgr.compat.outcome import Outcome
     from envmgr.builders.base import Step
     from envmgr.findings import Finding
     from envmgr.facts.model import Facts
@@ -24,7 +26,11 @@ STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 INDENT = 8
 
 
-def render_findings(loaded: LoadedSpec, findings: list[Finding], out: Printer | None = None) -> None:
+OUTCOME_STYLE = {"runs": "green", "runs without": "yellow", "blocked": "red"}
+
+
+def render_findings(loaded: LoadedSpec, findings: list[Finding], outcomes: Mapping[str, Outcome] | None = None,
+                    out: Printer | None = None) -> None:
     out = out or stdout_printer()
     spec = loaded.spec
     chain = " <- ".join(str(p) for p in loaded.chain)
@@ -32,7 +38,15 @@ def render_findings(loaded: LoadedSpec, findings: list[Finding], out: Printer | 
              f"{spec.hardware.gpu.arch} over {spec.hardware.interconnect}")
     if not findings:
         out.line(("no findings: every rule envmgr knows is satisfied", "green"))
-        return
+    else:
+        _findings(out, findings)
+    if outcomes:
+        out.line("each config on this stack:")
+        for name, outcome in outcomes.items():
+            out.indented(f"{name}: {outcome.because}", INDENT, OUTCOME_STYLE[outcome.state])
+
+
+def _findings(out: Printer, findings: list[Finding]) -> None:
     for f in findings:
         out.line((f"{f.severity.upper():7} ", STYLE[f.severity]), (f.id, "bold"),
                  (f"  {f.where}", "dim") if f.where else "")
@@ -173,7 +187,8 @@ def render_cells(cells, out: Printer | None = None) -> None:
     out = out or stdout_printer()
     for cell in cells:
         out.line((f"{cell.env.info.label} x {cell.config}", "bold"),
-                 ("  would be skipped", "red") if cell.blocked else ("  would launch", "green"))
+                 ("  would be skipped", "red") if cell.blocked else ("  would launch", "green"),
+                 (f"; expected: {cell.expected.because}", OUTCOME_STYLE[cell.expected.state]))
         out.indented("$ " + shlex.join(cell.command.argv), INDENT, "cyan")
         if cell.command.env:
             out.indented("env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in cell.shown_env.items()), INDENT)
@@ -184,14 +199,13 @@ def render_cells(cells, out: Printer | None = None) -> None:
             out.indented(f"    fix: {problem.fix}", INDENT, "green")
 
 
-def _rejected(item: Advice) -> str:
-    """The releases that would clear it at a cost elsewhere: the condition the sentence states."""
-    if not item.rejected:
-        return ""
-    by_cost: dict[str, list[str]] = {}
-    for release, why in item.rejected:
-        by_cost.setdefault(why, []).append(release)
-    return "; " + "; ".join(f"{', '.join(sorted(r, key=Version))} would clear it, {why}" for why, r in by_cost.items())
+def _conditions(out: Printer, item: Advice, style: str) -> None:
+    """The condition a "no release clears it" sentence holds under, a line per group: the releases
+    that would clear it at a cost elsewhere, those that clear it only with flag changes, and what
+    blocks it under each of the others."""
+    for releases, why in item.conditions():
+        out.indented(f"  {releases} {why}" if why.startswith(("would", "clear")) else f"  {releases}: blocked by {why}",
+                     INDENT, style)
 
 
 def _paste(out: Printer, what: str, fragment: dict) -> None:
@@ -219,7 +233,7 @@ def render_advice(loaded: LoadedSpec, advice: list, upgrade=None, from_label: st
             out.indented((f"{change.config}: {change.before}{why(change.why_before)} -> "
                           f"{change.after}{why(change.why_after)}: {change.verdict}"), INDENT, style)
     if not advice:
-        out.line(("nothing is blocked: no error finding on this stack or its configs", "green"))
+        out.line(("nothing is blocked: no finding on this stack or its configs says it will fail", "green"))
         return
     for item in advice:
         what = "the stack" if item.blocker == STACK else f"config {item.blocker}"
@@ -229,17 +243,20 @@ def render_advice(loaded: LoadedSpec, advice: list, upgrade=None, from_label: st
         if item.fixed_here:
             _paste(out, "flag changes clear it on this stack", item.fragments["flags"])
         if item.fixed_by is not None:
-            _paste(out, ("or " if item.fixed_here else "") + f"nearest release that clears it: {item.fixed_by.label}"
+            _paste(out, ("or " if item.fixed_here else "") + f"the release that clears it with the least change: {item.fixed_by.label}"
                    + (" with flag changes" if item.edits else ""), item.fragments["fix"])
         elif item.fixed_here:
-            out.indented(f"no known sglang release clears it without these flags and without a cost elsewhere "
-                         f"({item.checked} checked, newest {item.newest_checked}){_rejected(item)}", INDENT, "dim")
+            cost = " and without a cost elsewhere" if item.rejected else ""
+            out.indented(f"no known sglang release clears it without these flags{cost} "
+                         f"({item.checked} checked, newest {item.newest_checked}):", INDENT, "dim")
+            _conditions(out, item, "dim")
         else:
             if item.starts_with is not None:
                 out.indented(f"{item.starts_with.label} starts it, but {item.feature_off} stays off there",
                              INDENT, "yellow")
-            out.indented((f"no known sglang release makes it work on {spec.hardware.gpu.count}x "
-                          f"{spec.hardware.gpu.arch} without blocking another config ({item.checked} "
-                          f"checked, newest {item.newest_checked}){_rejected(item)}: the fix above is the way, if any"
-                          + ("; there: " + "; ".join(f"{f.id}: {f.message}" for f in item.still)
-                             if item.still else "")), INDENT, "red")
+            out.indented(f"no known sglang release makes it work on {spec.hardware.gpu.count}x "
+                         f"{spec.hardware.gpu.arch} without blocking another config ({item.checked} checked, "
+                         f"newest {item.newest_checked}): the fix above is the way, if any", INDENT, "red")
+            _conditions(out, item, "red")
+            for f in item.still:
+                out.indented(f"  on {item.newest_checked}: {f.id}: {f.message}", INDENT, "dim")

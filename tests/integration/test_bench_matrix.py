@@ -99,6 +99,16 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     assert served.test_double and served.server_version == "0.5.9" and served.host
     assert by_config["baseline"].load_params["num_prompts"] == 8
     assert by_config["typo"].served_by is None  # never launched
+    # the three outcomes (issue 26): what validate expected before each launch, beside what happened
+    assert by_config["baseline"].expected.label == by_config["baseline"].measured.label == "runs"
+    a2a = by_config["ep_flashinfer_a2a"]
+    assert a2a.expected.because == "blocked (a2a-flashinfer-expert-location-assert)"
+    assert a2a.measured.state == "blocked" and a2a.measured.why == ("kv_pool_oom",)
+    assert (by_config["typo"].expected.state, by_config["typo"].measured.state) == ("blocked", "blocked")
+    # the double serves the 0.92 launch, where 0.5.9's model path would stop: a surprise, said so
+    assert (by_config["ep_mem092"].expected.state, by_config["ep_mem092"].measured.state) == ("blocked", "runs")
+    assert any(line.startswith(f"=> gen {gen} ") and "ep_mem092: ok:" in line and line.endswith(
+        "(validate expected: blocked (a2a-flashinfer-expert-location-assert))") for line in lines)
 
     # sglang 0.5.15 (cuda13.yaml) also wants --enable-dp-attention for FlashInfer A2A: not launched.
     assert on_new["baseline"].outcome == "ok"
@@ -133,6 +143,13 @@ def test_matrix_runs_records_resumes_and_reports(setup, tmp_path):
     written = write_report(recorded, tmp_path / "report")
     html = written["html"].read_text() if "html" in written else (tmp_path / "report" / "report.html").read_text()
     assert "kv_pool_oom" in html and "a2a-flashinfer-needs-dp-attention" in html
+    # where the outcome is not validate's: the double's served 0.92 launch, and the hangs nobody predicts
+    from envmgr.report.bench import comparison
+
+    surprises = {(c.env, c.config) for row in comparison(recorded).rows for c in row.cells if c and c.surprise}
+    labels = {r.env.generation: r.env.label for r in run.results}
+    assert surprises == {(labels[gen], "ep_mem092"), (labels[gen], "eagle3_hang"), (labels[new], "eagle3_hang")}
+    assert html.count('class="surprise"') == 3 and "blocked (a2a-flashinfer-expert-location-assert)" in html
     assert "TEST DOUBLE" in html and "load: 4 random-ids prompts" in html
 
 
@@ -248,7 +265,11 @@ def test_a_cell_whose_server_turned_the_feature_off_ran_without_it(setup, tmp_pa
     assert cell.ran_without == ("torch symmetric memory",)
     assert "RAN WITHOUT torch symmetric memory" in cell.summary
     assert [f.id for f in cell.findings] == ["symm_mem_off"] and cell.findings[0].severity == "warning"
-    assert read_result(store.get(new).path / "bench" / "torch_symm_mem").ran_without == ("torch symmetric memory",)
+    recorded = read_result(store.get(new).path / "bench" / "torch_symm_mem")
+    assert recorded.ran_without == ("torch symmetric memory",)
+    # validate expected it (the rule torch-symm-mem-unsupported-arch) and the log showed it
+    assert recorded.expected.because == "runs without torch symmetric memory (torch-symm-mem-unsupported-arch)"
+    assert recorded.measured.label == "runs without torch symmetric memory"
 
     from envmgr.report.bench import comparison, render_terminal, write_report
     from rich.console import Console

@@ -11,7 +11,7 @@ import yaml
 from envmgr.cli import main
 from packaging.version import Version
 
-from envmgr.compat.advise import advise, blockers, flag_edits, nearest_first, upgrade, with_candidate
+from envmgr.compat.advise import advise, blockers, flag_edits, move, nearest_first, span, upgrade, with_candidate
 from envmgr.compat.kb import default_knowledge_base
 from envmgr.spec import load_spec
 
@@ -52,21 +52,38 @@ def test_fusion_on_sm120_has_no_release_and_says_which_was_newest():
     assert "allreduce-fusion-sglang-gate" in {f.id for f in advice.still}
 
 
-def test_a_release_that_fixes_one_config_but_blocks_another_is_not_advice():
-    # 0.5.12 has no dp-attention assert, but its symm-mem KeyError would block torch_symm_mem
-    advice = by_blocker("cuda13.yaml")["ep_flashinfer_a2a"]
-    assert advice.fixed_by is None
-    # and the advice says so: the releases that would clear it, and what each would cost (issue 26:
-    # "no release clears it" is true only under that condition)
+def test_a_release_that_clears_one_config_but_blocks_another_is_not_advice():
+    # allreduce_fusion on cuda13: 0.5.9-0.5.13 would start it (their gate skips SM12, fusion off),
+    # but 0.5.11-0.5.13 index the symm-mem table by the major (torch_symm_mem stops) and 0.5.9,
+    # 0.5.10's kernels are CUDA 12 builds: no advice, and the advice says what each would cost
+    advice = by_blocker("cuda13.yaml")["allreduce_fusion"]
+    assert advice.fixed_by is None and advice.starts_with is None
     rejected = dict(advice.rejected)
-    assert rejected["0.5.11"] == rejected["0.5.12"] == "blocking torch_symm_mem"
-    assert rejected["0.5.9"].startswith("breaking the stack") and rejected["0.5.10"].startswith("breaking the stack")
-    assert "0.5.13" not in rejected  # it asserts --enable-dp-attention too: no clear without the flags
-    # the finding's own edit is the way, on this stack: searched and checked, not just its fix text
+    assert {rejected[r] for r in ("0.5.11", "0.5.12", "0.5.13")} == {
+        "would start it without FlashInfer all-reduce fusion, blocking torch_symm_mem"}
+    assert rejected["0.5.9"].endswith("breaking the stack (kernel-cuda-build-mismatch)")
+    assert dict(advice.blocked_on)["0.5.14"] == ("allreduce-fusion-sglang-gate",)
+
+
+def test_the_a2a_config_on_cuda13_has_only_its_flags_and_the_advice_says_why():
+    """0.5.9-0.5.12 have no dp-attention assert, but below 0.5.15 the model path stops on the
+    expert-location assert (a warning that predicts the stop: validate's judgement, so advise's
+    too); from 0.5.13 the A2A path asserts --enable-dp-attention (issue 26)."""
+    advice = by_blocker("cuda13.yaml")["ep_flashinfer_a2a"]
+    assert advice.fixed_by is None and not advice.rejected
     assert advice.fixed_here
     assert advice.here_edits == {"ep_flashinfer_a2a": {"--enable-dp-attention": True, "--dp-size": 8}}
     assert advice.fragments["flags"] == {"benchmarks": {"configs": {"ep_flashinfer_a2a": {
         "flags": {"--enable-dp-attention": True, "--dp-size": 8}}}}}
+    assert advice.conditions() == [("0.5.15-0.5.23", "clear it only with flag changes"),
+                                   ("0.5.9-0.5.14", "a2a-flashinfer-expert-location-assert")]
+
+
+def test_release_spans_run_over_consecutive_checked_releases():
+    every = ["0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.15"]
+    assert span(["0.5.12", "0.5.9", "0.5.10", "0.5.11"], every) == "0.5.9-0.5.12"
+    assert span(["0.5.9", "0.5.10", "0.5.13", "0.5.15"], every) == "0.5.9, 0.5.10, 0.5.13, 0.5.15"
+    assert span(["0.5.11", "0.5.13"], every) == "0.5.11, 0.5.13"
 
 
 def only_symm_mem(tmp_path: Path) -> Path:
@@ -91,24 +108,65 @@ def test_symm_mem_on_12_8_starts_from_0_5_14_with_cuda_13_but_stays_off(tmp_path
     assert any(t["version"] == "12.8" for t in fragment["cuda"]["toolkits"])  # kept beside it
 
 
-def test_the_cuda13_a2a_config_has_a_release_once_the_symm_mem_config_is_gone(tmp_path, capsys):
+def test_the_cuda13_a2a_config_alone_writes_its_flags_and_the_child_has_nothing_blocked(tmp_path, capsys):
     child = tmp_path / "a2a.yaml"
     child.write_text(yaml.safe_dump({
         "apiVersion": "envmgr/v1", "extends": str(SPECS / "cuda13.yaml"), "metadata": {"name": "a2a"},
         "benchmarks": {"configs": {"torch_symm_mem": None, "allreduce_fusion": None}}}))
     [advice] = advise(load_spec(child).spec)
-    assert advice.blocker == "ep_flashinfer_a2a"
-    assert advice.fixed_by.sglang == "0.5.12"  # the nearest without the dp-attention assert
-    assert advice.fixed_here  # or the flags on this stack: the smaller change, which --write takes
+    assert advice.blocker == "ep_flashinfer_a2a" and advice.fixed_here and advice.fixed_by is None
     written = tmp_path / "fixed.yaml"
     assert main(["advise", str(child), "--write", str(written)]) == 0
     out = capsys.readouterr().out
-    assert "flag changes clear it on this stack" in out and "or nearest release that clears it: sglang 0.5.12" in out
+    assert "flag changes clear it on this stack" in out and "0.5.9-0.5.14: blocked by a2a-flashinfer-expert-location-assert" in out
     fixed = load_spec(written)
     assert fixed.spec.metadata.name == "a2a-flags"
     assert fixed.spec.python.packages["sglang"] == "==0.5.15"
     assert fixed.spec.benchmarks.flags_of("ep_flashinfer_a2a")["--dp-size"] == 8
     assert advise(fixed.spec) == []  # the written spec has nothing left blocked
+
+
+def test_the_a2a_config_on_cuda128_is_blocked_and_its_way_out_is_the_scenarios():
+    """The scenario: on 12.8 (0.5.9) FlashInfer A2A stopped on the expert-location assert; what
+    worked was 0.5.15 on CUDA 13 and driver 580 with --enable-dp-attention. advise says that."""
+    advice = by_blocker("cuda128.yaml")["ep_flashinfer_a2a"]
+    assert [f.id for f in advice.errors] == ["a2a-flashinfer-expert-location-assert"]
+    fix = advice.fixed_by
+    assert (fix.sglang, fix.toolkit, fix.driver, fix.torch_cuda) == ("0.5.15", "13.0", "580.95.05", "cu130")
+    assert advice.edits == {"ep_flashinfer_a2a": {"--enable-dp-attention": True, "--dp-size": 8}}
+
+
+def child_of(tmp_path: Path, parent: str, overlay: dict) -> Path:
+    child = tmp_path / "child.yaml"
+    child.write_text(yaml.safe_dump({"apiVersion": "envmgr/v1", "extends": str(SPECS / parent),
+                                     "metadata": {"name": "child"}, **overlay}))
+    return child
+
+
+def test_a_release_on_the_same_driver_and_toolkit_beats_a_nearer_one_that_moves_them(tmp_path):
+    """Issue 26: 0.5.10 on CUDA 12.8 (flashinfer 0.6.7 wants >= 12.9 on SM12x): its own release
+    with CUDA 13 and driver 580 is nearer, 0.5.9 on the unchanged driver and toolkit is smaller."""
+    spec = load_spec(child_of(tmp_path, "cuda128.yaml", {
+        "python": {"packages": {"sglang": "0.5.10", "flashinfer-python": "0.6.7.post2",
+                                "flashinfer-cubin": "0.6.7.post2", "sgl-kernel": None, "sglang-kernel": "0.4.1"}},
+        "benchmarks": {"configs": {"ep_flashinfer_a2a": None}}})).spec
+    [advice] = advise(spec)
+    assert advice.blocker == "" and [f.id for f in advice.errors] == ["flashinfer-sm12x-cuda-min"]
+    assert (advice.fixed_by.sglang, advice.fixed_by.toolkit, advice.fixed_by.driver) == ("0.5.9", None, None)
+    assert move(advice.fixed_by) == 0
+
+
+def test_a_release_needing_no_flag_change_beats_a_nearer_one_that_does(tmp_path):
+    """Issue 26: on 0.5.20 --cuda-graph-max-bs is gone (its rename clears it on this stack);
+    0.5.21 would need the same rename, so it is no alternative; 0.5.19 still accepts the flag."""
+    spec = load_spec(child_of(tmp_path, "cuda13.yaml", {
+        "python": {"packages": {"sglang": "0.5.20", "torch": "2.13.0", "flashinfer-python": "0.6.18",
+                                "flashinfer-cubin": None, "sglang-kernel": "0.4.7"}},
+        "benchmarks": {"configs": {"ep_flashinfer_a2a": None, "torch_symm_mem": None, "allreduce_fusion": None}}})).spec
+    advice = {a.blocker: a for a in advise(spec)}
+    baseline = advice["baseline"]
+    assert baseline.fixed_here and baseline.fixed_by.sglang == "0.5.19" and baseline.edits == {}
+    assert {"0.5.21", "0.5.22", "0.5.23"} <= set(baseline.with_flags)  # dominated: the rename alone does it
 
 
 def test_a_newer_release_comes_with_the_renames_and_asserts_it_needs(tmp_path):
@@ -129,17 +187,22 @@ def test_cli_json_and_write_a_child_spec_that_loads(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert rc == 1  # symm-mem has no release that makes it work
     # (fusion is no blocker on 0.5.9: the flag does nothing on SM120, a feature-off warning)
-    assert {a["blocker"] for a in report["advice"]} == {"torch_symm_mem"}
+    advice = {a["blocker"]: a for a in report["advice"]}
+    assert set(advice) == {"torch_symm_mem", "ep_flashinfer_a2a"}
+    # 0.5.15+ would clear the A2A config, but from 0.5.14 the fusion gate blocks allreduce_fusion
+    assert {r["sglang"]: r["because"] for r in advice["ep_flashinfer_a2a"]["rejected"]}["0.5.15"] == (
+        "would clear it, blocking allreduce_fusion")
+    assert {b["sglang"]: b["by"] for b in advice["torch_symm_mem"]["blocked_on"]}["0.5.9"] == ["torch-symm-mem-keyerror"]
     assert report["written"] is None and not child.exists()  # nothing clears without a cost
 
 
 def test_the_no_release_sentence_states_its_condition(capsys):
     main(["advise", str(SPECS / "cuda13.yaml")])
     out = capsys.readouterr().out
-    assert ("no known sglang release clears it without these flags and without a cost elsewhere" in out
-            and "0.5.11, 0.5.12 would clear it, blocking torch_symm_mem" in out)
+    assert "no known sglang release clears it without these flags (15 checked, newest 0.5.23):" in out
+    assert "0.5.11-0.5.13 would start it without FlashInfer all-reduce fusion, blocking torch_symm_mem" in out
 
 
 def test_a_stack_nothing_blocks_gets_exit_0(capsys):
-    assert main(["advise", str(SPECS / "cuda128.yaml")]) == 0
+    assert main(["advise", str(SPECS / "h200.yaml")]) == 0
     assert "nothing is blocked" in capsys.readouterr().out

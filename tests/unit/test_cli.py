@@ -205,6 +205,10 @@ def test_bench_dry_run_on_a_url_target_shows_the_scenario_commands(capsys, tmp_p
     assert "/opt/envs/cuda13/bin/python -m sglang.launch_server --model-path /models/Kimi-K2.5-INT4" in out
     assert "a2a-flashinfer-needs-dp-attention" in out and "would be skipped" in out
     assert "--dataset-name random-ids" in out
+    # each cell says what validate expects of it (issue 26: the three outcomes)
+    assert "x torch_symm_mem would launch; expected: runs without torch symmetric memory" in out
+    assert "x allreduce_fusion would be skipped; expected: blocked (allreduce-fusion-sglang-gate)" in out
+    assert "x baseline would launch; expected: runs" in out
 
 
 def test_every_cmd_function_is_a_registered_command():

@@ -132,7 +132,7 @@ CASES: dict[str, tuple] = {
                               {"hardware": {"gpu": {"arch": "sm_75", "segment": "datacenter"}}}),
     "flashinfer-too-old-for-sm12x": ({"python": {"packages": {"flashinfer-python": "0.2.14", "flashinfer-cubin": None}}},
                                      {"python": {"packages": {"flashinfer-python": "0.3.1", "flashinfer-cubin": None}}}),
-    "flashinfer-sm12x-needs-cuda129": (
+    "flashinfer-sm12x-cuda-min": (
         {"cuda": {"toolkits": [{"version": "12.8"}]}, "driver": {"version": "570.124.06"},
          "python": {"torch_cuda": "cu128"}},
         {"cuda": {"toolkits": [{"version": "12.9"}]}, "driver": {"version": "575.51.03"},
@@ -362,7 +362,7 @@ def test_observed_nvcc_overrides_the_spec_toolkit():
     nvcc = CompilerFact(path="/usr/local/cuda-12.8/bin/nvcc", kind="nvcc", version="12.8.93",
                         release="12.8", origin="CUDA_HOME")
     assert "flashinfer-jit-nvcc-major" in fired({}, Facts(compilers=[nvcc]))
-    assert "flashinfer-sm12x-needs-cuda129" in fired({}, Facts(compilers=[nvcc]))
+    assert "flashinfer-sm12x-cuda-min" in fired({}, Facts(compilers=[nvcc]))
 
 
 def test_observed_driver_used_when_spec_leaves_driver():
@@ -507,3 +507,25 @@ def test_fusion_availability_follows_each_flashinfer_wheels_jit_gate(version):
     majors = FLASHINFER[version]["jit_majors"]["gen_trtllm_comm_module"]
     rules = fired({"python": {"packages": {"flashinfer-python": version, "flashinfer-cubin": version}}})
     assert ("allreduce-fusion-unavailable" in rules) is (12 not in majors)  # CLEAN is SM120
+
+
+@pytest.mark.parametrize("version", sorted(FLASHINFER))
+@pytest.mark.parametrize(("arch", "minor"), [("sm_120", 0), ("sm_121", 1)])
+def test_the_sm12x_toolkit_check_follows_each_flashinfer_wheel(version, arch, minor):
+    """compilation_context.py's own check, read per release: CUDA 12.8 fails where the wheel asks
+    for more for this SM 12 minor, and a release without the check is nvcc's to refuse (< 12.8)."""
+    needed = (FLASHINFER[version].get("sm12_cuda_min") or {}).get(minor)
+    stack = {"hardware": {"gpu": {"arch": arch}}, "cuda": {"toolkits": [{"version": "12.8"}]},
+             "driver": {"version": "570.124.06"},
+             "python": {"torch_cuda": "cu128", "packages": {"flashinfer-python": version, "flashinfer-cubin": version}}}
+    rules = fired(stack)
+    assert ("flashinfer-sm12x-cuda-min" in rules) is (needed is not None and Version(needed) > Version("12.8"))
+    assert "flashinfer-sm12x-needs-cuda128" not in rules  # 12.8 knows compute_120a
+
+
+def test_flashinfer_0_7_1_and_later_build_sm120_on_cuda_12_8_but_not_sm121():
+    """Read from the wheels (0.7.1 on): `SM 120 requires CUDA >= 12.8`, `SM 12.1+ requires CUDA >= 12.9`."""
+    assert FLASHINFER["0.7.1"]["sm12_cuda_min"] == FLASHINFER["0.7.4"]["sm12_cuda_min"] == {0: "12.8", 1: "12.9"}
+    assert FLASHINFER["0.7.0"]["sm12_cuda_min"] == {0: "12.9", 1: "12.9"}
+    assert FLASHINFER["0.6.7"]["sm12_cuda_min"] == {0: "12.9", 1: "12.9"}
+    assert FLASHINFER["0.6.6"]["sm12_cuda_min"] is None

@@ -8,7 +8,7 @@ import string
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from envmgr.bench import prefilter
@@ -41,7 +41,9 @@ PATTERNS = load_signatures().matched_patterns()
 
 
 @pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.pattern[:40])
-@settings(max_examples=25, deadline=None)
+# from_regex of a (?i) pattern draws many non-ASCII letters the assume below drops (the documented
+# gap): for some seeds that trips the filter health check, a flake that tests nothing
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_every_match_of_a_shipped_pattern_contains_one_of_its_literals(pattern, data):
     """Strings hypothesis builds to match each shipped pattern contain a required literal."""
@@ -92,6 +94,8 @@ def crosses_into(upper: str, lower: str) -> bool:
 
 @settings(max_examples=300, deadline=None)
 @given(LINES)
+@example(["ab", "", "c"])  # "abc" over an empty line: triage joins two lines, never three
+@example(["a", "b", "c"])
 def test_block_search_and_one_line_search_agree_with_or_without_the_automaton(lines):
     # A line with a needle is found both ways; the block search also finds the two lines a
     # needle wraps across (one line alone cannot see that), and nothing else.

@@ -15,6 +15,7 @@ import pytest
 from envmgr.bench import results
 from envmgr.bench.collect import results_under
 from envmgr.bench.results import CellResult, read_result, write_result
+from envmgr.compat.outcome import Outcome
 from envmgr.findings import Finding
 from envmgr.report.bench import write_report
 
@@ -31,9 +32,10 @@ def every_field() -> dict[str, Any]:
     cell = CellResult.from_dict(real())
     finding = Finding("cuda_graph_off", "warning", "m", "f", sources=("s",), configs=("baseline",), line=4,
                       text="t", values={"a": 1}, ranks=("TP0",), rank="TP0", feature="CUDA graphs",
-                      edit=(("--x", 1),), where="spec.yaml:3", flag="--x", title="t", field="f")
+                      edit=(("--x", 1),), where="spec.yaml:3", flag="--x", title="t", field="f", stops=True)
+    expected = Outcome("runs without", features=("CUDA graphs",), why=("cuda-graph-rule",))
     return replace(cell, runs=(cell.load, cell.load), findings=(finding,), ran_without=("CUDA graphs",),
-                   log_tail=("line",), order=2, warmup=True, verdict_after_line_s=0.01).to_dict()
+                   log_tail=("line",), order=2, warmup=True, verdict_after_line_s=0.01, expected=expected).to_dict()
 
 
 def write(root: Path, name: str, data: Any) -> Path:
@@ -89,6 +91,8 @@ def test_a_field_of_the_wrong_type_skips_that_file_and_the_report_is_still_writt
     (("served_by", "test_double"), "no", "field 'served_by.test_double' is a string ('no'), expected true or false"),
     (("load_params", "num_prompts"), [64], "field 'load_params.num_prompts' is a list, expected a string, a number"),
     (("summary",), None, "field 'summary' is null, expected a string"),
+    (("expected",), {"state": "works"}, "field 'expected.state' is a string ('works'), expected one of runs"),
+    (("expected",), {"why": []}, "field 'expected.state' is missing"),
 ])
 def test_a_wrong_field_is_named_with_what_it_is_and_what_was_expected(tmp_path, field, value, problem):
     data = real("baseline")

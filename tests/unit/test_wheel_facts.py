@@ -197,7 +197,49 @@ def gen_vllm_comm_module() -> JitSpec:
 
 def test_flashinfer_jit_gates_per_module_generator():
     gates = extractor.extract_flashinfer("0.6.17", {"flashinfer/jit/comm.py": COMM})
-    assert gates == {"version": "0.6.17", "jit_majors": {"gen_trtllm_comm_module": [9, 10, 12]}}
+    assert gates == {"version": "0.6.17", "jit_majors": {"gen_trtllm_comm_module": [9, 10, 12]},
+                     "sm12_cuda_min": None}
+
+
+# the shapes of _normalize_cuda_arch in flashinfer 0.6.7 and 0.7.1 (compilation_context.py)
+CONTEXT_067 = '''class CompilationContext:
+    @staticmethod
+    def _normalize_cuda_arch(major: int, minor: int) -> tuple[int, str]:
+        if major == 9:
+            return (major, str(minor) + "a")
+        elif major == 12:
+            if is_cuda_version_at_least("12.9"):
+                return (major, "0f")
+            else:
+                raise RuntimeError("SM 12.x requires CUDA >= 12.9")
+        return (major, str(minor))
+'''
+CONTEXT_071 = CONTEXT_067.replace('''            if is_cuda_version_at_least("12.9"):
+                return (major, "0f")
+            else:
+                raise RuntimeError("SM 12.x requires CUDA >= 12.9")''', '''            if minor == 0:
+                if is_cuda_version_at_least("12.8"):
+                    return (major, "0a")
+                raise RuntimeError("SM 120 requires CUDA >= 12.8")
+            if is_cuda_version_at_least("12.9"):
+                return (major, str(minor) + "a")
+            raise RuntimeError("SM 12.1+ requires CUDA >= 12.9")''')
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    (CONTEXT_067, {0: "12.9", 1: "12.9"}),
+    (CONTEXT_071, {0: "12.8", 1: "12.9"}),
+    ("class CompilationContext:\n    pass\n", None),  # before 0.6.7: no check of its own
+])
+def test_the_sm12x_toolkit_check_is_read_from_compilation_context(source, expected):
+    gates = extractor.extract_flashinfer("x", {"flashinfer/compilation_context.py": source})
+    assert gates["sm12_cuda_min"] == expected
+
+
+def test_a_new_wording_of_the_check_is_refused_not_guessed():
+    source = CONTEXT_067.replace("SM 12.x requires CUDA >= 12.9", "SM 12.2 and later requires CUDA >= 13.1")
+    with pytest.raises(ValueError, match="extend SM12_CHECK"):
+        extractor.extract_flashinfer("x", {"flashinfer/compilation_context.py": source})
 
 
 def test_committed_flashinfer_data_has_sm12x_fusion_from_0_6_17():

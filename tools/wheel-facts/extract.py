@@ -2,7 +2,7 @@
 """Read SGLang's and FlashInfer's compatibility gates from their released wheels.
 
     python3 tools/wheel-facts/extract.py sglang --download 0.5.9 0.5.10 ... 0.5.23        # from PyPI
-    python3 tools/wheel-facts/extract.py flashinfer --download 0.6.3 ... 0.7.2
+    python3 tools/wheel-facts/extract.py flashinfer --download 0.6.0 ... 0.7.4
     python3 tools/wheel-facts/extract.py sglang|flashinfer WHEEL [WHEEL ...] [--out FILE]  # local wheels
 
 The output goes to envmgr/compat/sglang_releases.yaml or flashinfer_releases.yaml.
@@ -33,6 +33,9 @@ Gates read, per sglang release:
 Per flashinfer release:
   jit_majors           {JIT module generator: [SM majors]} from every `supported_major_versions=[...]`
                        in flashinfer/jit/**.py (gen_trtllm_comm_module is the all-reduce fusion's)
+  sm12_cuda_min        {SM 12 minor: CUDA release} the JIT checks before it compiles for SM12x
+                       (compilation_context.py _normalize_cuda_arch: "SM 12.x requires CUDA >= 12.9";
+                       1 stands for 12.1 and later); null where there is no such check
 
 Per kernel release (sgl-kernel, sglang-kernel; the PyPI x86_64 wheel, read by HTTP ranges:
 only the zip directory and the extension travel, see elf.py):
@@ -78,23 +81,28 @@ SYMM_TABLE = "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"
 # --- one wheel --------------------------------------------------------------------------------
 
 
+SOURCES = {"sglang": ("sglang/srt/",), "flashinfer": ("flashinfer/jit/", "flashinfer/compilation_context.py")}
+
+
 def read_wheel(path: Path, package: str = "sglang") -> dict:
-    prefix = {"sglang": "sglang/srt/", "flashinfer": "flashinfer/jit/"}[package]
     with zipfile.ZipFile(path) as wheel:
         names = wheel.namelist()
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
         metadata = email.parser.Parser().parsestr(wheel.read(meta).decode("utf-8"))
         sources = {n: wheel.read(n).decode("utf-8", "replace") for n in names
-                   if n.startswith(prefix) and n.endswith(".py")}
+                   if n.startswith(SOURCES[package]) and n.endswith(".py")}
     if package == "flashinfer":
         return extract_flashinfer(metadata["Version"], sources)
     return extract(metadata["Version"], metadata.get_all("Requires-Dist") or [], sources)
 
 
 def extract_flashinfer(version: str, sources: dict[str, str]) -> dict:
-    """Every JIT module generator's arch gate: ``def gen_X_module`` ... ``supported_major_versions=[...]``."""
+    """Every JIT module generator's arch gate (``def gen_X_module`` ... ``supported_major_versions=[...]``)
+    and the CUDA toolkit its SM12x target needs."""
     gates: dict[str, list[int]] = {}
-    for text in sources.values():
+    for name, text in sources.items():
+        if not name.startswith("flashinfer/jit/"):
+            continue
         tree = _parse(text)
         for func in ast.walk(tree) if tree is not None else ():
             if not isinstance(func, ast.FunctionDef):
@@ -104,7 +112,39 @@ def extract_flashinfer(version: str, sources: dict[str, str]) -> dict:
                         and isinstance(node.value, (ast.List, ast.Tuple))):
                     gates[func.name] = sorted(e.value for e in node.value.elts
                                               if isinstance(e, ast.Constant) and isinstance(e.value, int))
-    return {"version": version, "jit_majors": dict(sorted(gates.items()))}
+    context = _parse(sources.get("flashinfer/compilation_context.py", ""))
+    return {"version": version, "jit_majors": dict(sorted(gates.items())),
+            "sm12_cuda_min": sm12_cuda_min(context) if context is not None else None}
+
+
+# "SM 12.x requires CUDA >= 12.9" (0.6.7), "SM 120 requires CUDA >= 12.8" and
+# "SM 12.1+ requires CUDA >= 12.9" (later): which SM 12 minors each message is about
+SM12_CHECK = re.compile(r"^SM (12\.x|120|12\.1\+|12\.(\d)) requires CUDA >= (\d+\.\d+)$")
+
+
+def sm12_cuda_min(tree: ast.AST) -> dict[int, str] | None:
+    """{SM 12 minor: the CUDA release it needs}, from the RuntimeErrors _normalize_cuda_arch raises
+    (flashinfer/compilation_context.py); minor 1 stands for 12.1 and later. None: no such check
+    (the release targets compute_120a and leaves the toolkit to nvcc)."""
+    out: dict[int, str] = {}
+    for func in ast.walk(tree):
+        if not (isinstance(func, ast.FunctionDef) and func.name == "_normalize_cuda_arch"):
+            continue
+        for node in ast.walk(func):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args
+                    and isinstance(node.exc.args[0], ast.Constant) and isinstance(node.exc.args[0].value, str)):
+                continue
+            text = node.exc.args[0].value
+            match = SM12_CHECK.match(text)
+            if match is None:
+                if "requires CUDA" in text:  # a new wording: refuse to guess what it covers
+                    raise ValueError(f"_normalize_cuda_arch raises {text!r}: extend SM12_CHECK")
+                continue
+            which, minor, cuda = match.groups()
+            minors = {"12.x": (0, 1), "120": (0,), "12.1+": (1,)}.get(which) or (int(minor),)
+            for m in minors:
+                out[m] = cuda
+    return dict(sorted(out.items())) or None
 
 
 def extract(version: str, requires: list[str], sources: dict[str, str]) -> dict:
@@ -293,7 +333,8 @@ def document(releases: list[dict], package: str = "sglang") -> str:
     if package == "kernel":
         return document_kernels(releases)
     dist = DIST[package]
-    where = {"sglang": "sglang/srt/**/*.py, METADATA", "flashinfer": "flashinfer/jit/**/*.py"}[package]
+    where = {"sglang": "sglang/srt/**/*.py, METADATA",
+             "flashinfer": "flashinfer/jit/**/*.py, flashinfer/compilation_context.py"}[package]
     header = (
         f"# GENERATED by tools/wheel-facts/extract.py from the {dist} wheels on PyPI: do not\n"
         "# edit by hand; rerun it (`--download VERSIONS`) and commit the result. Each entry is what\n"
