@@ -127,8 +127,9 @@ def test_the_cuda13_a2a_config_alone_writes_its_flags_and_the_child_has_nothing_
 
 
 def test_the_a2a_config_on_cuda128_is_blocked_and_its_way_out_is_the_scenarios():
-    """The scenario: on 12.8 (0.5.9) FlashInfer A2A stopped on the expert-location assert; what
-    worked was 0.5.15 on CUDA 13 and driver 580 with --enable-dp-attention. advise says that."""
+    """The scenario: on 12.8 (0.5.9) FlashInfer A2A stopped on the expert-location assert, which
+    validate warns of (a warning marked stops): advise offers the first release past that warning's
+    range, 0.5.15, with what it needs (CUDA 13, driver 580, torch cu130, --enable-dp-attention)."""
     advice = by_blocker("cuda128.yaml")["ep_flashinfer_a2a"]
     assert [f.id for f in advice.errors] == ["a2a-flashinfer-expert-location-assert"]
     fix = advice.fixed_by
