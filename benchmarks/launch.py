@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envmgr.targets.local import LocalTarget  # noqa: E402
 from envmgr.bench.command import ServerCommand  # noqa: E402
 from envmgr.bench.launch import Limits, RunningServer  # noqa: E402
+from envmgr.targets.local import LocalTarget  # noqa: E402
 
 DOUBLE = ROOT / "tests" / "doubles" / "sglang_double"
 SCENARIOS = ("ready", "kv_pool_oom", "assert_after_weights", "hang")

@@ -24,7 +24,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from envmgr import __version__
 from envmgr.errors import EnvmgrError, UsageError
@@ -119,9 +119,8 @@ def _load_facts(path: Path | None):
 def cmd_validate(a: argparse.Namespace) -> int:
     """Check a spec against the compatibility rules: exit 0 without error findings, 1 with."""
     from envmgr.compat import check
-    from envmgr.spec import load_spec
-
     from envmgr.compat.outcome import expected_all
+    from envmgr.spec import load_spec
 
     loaded = load_spec(a.spec)
     findings = check(loaded, _load_facts(a.facts))
@@ -320,13 +319,13 @@ def cmd_apply(a: argparse.Namespace) -> int:
                            gate=required_probe_gate(a.progress), open_target=open_target)
     if a.json:
         _emit(result.to_dict())
-    elif result.status == "unchanged":
+    elif result.status == "unchanged" and result.generation is not None:
         print(f"unchanged: generation {result.generation.number} already is {loaded.spec.metadata.name} "
               f"({loaded.digest[:12]})")
     elif result.status == "declined":
         print("nothing applied: declined at the prompt")
     else:
-        print(f"{result.status}: generation {result.generation.number}"
+        print(f"{result.status}: generation {result.generation.number if result.generation else '-'}"
               + (f" (previous: {result.previous.number})" if result.previous else ""))
     return 1 if result.status in ("probes-failed", "declined") else 0
 
@@ -452,9 +451,8 @@ def cmd_generations(a: argparse.Namespace) -> int:
     """List the generations: the current one marked, each one's probe gate and date."""
     import time
 
-    from envmgr.state import Store
-
     from envmgr.records import DamagedRecord
+    from envmgr.state import Store
 
     store = Store(a.home)
     try:
@@ -605,7 +603,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         from envmgr.report.printer import visible
 
         render_terminal(comparison(run.results))
-        for cell, result in zip(run.cells, run.results):  # a failure's evidence, where to read more
+        for cell, result in zip(run.cells, run.results, strict=True):  # a failure's evidence, where to read more
             if result.outcome in ("ok", "skipped"):
                 continue
             print(visible(f"{cell.config} @ {cell.env.info.label} {result.outcome}; server log: "
@@ -690,7 +688,7 @@ class Parser(argparse.ArgumentParser):
     """argparse, except that a rejected command line is an exception main() reports (plain
     text, and a JSON object under --json), not an exit from inside the parser."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         command = self.prog.split(" ", 1)[1] if " " in self.prog else None
@@ -705,7 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="Show tracebacks (also ENVMGR_DEBUG=1)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     # every command takes these: how much progress shows on stderr
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     loudness = common.add_mutually_exclusive_group()
     loudness.add_argument("-q", "--quiet", action="store_true", help="No progress on stderr (results and errors still)")
     loudness.add_argument("-v", "--verbose", action="store_true",

@@ -6,8 +6,8 @@ shape every ``--json`` output and ``result.json`` use.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 

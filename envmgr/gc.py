@@ -99,7 +99,7 @@ def collect(store: Store, items: list[Garbage], progress: Callable[[str], None])
             progress(f"refused: {item.what} (generation {item.generation}): {item.why}")
             continue
         progress(f"removing {item.kind} {item.what} ({human(item.size_bytes)})")
-        if item.kind == "generation":
+        if item.kind == "generation" and item.generation is not None:
             store.remove(by_number[item.generation])
         elif item.kind == "venv":
             assert item.generation is not None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -110,7 +110,7 @@ def parse_interpreter(text: str) -> Interpreter:
         raise BackendError(f"the base interpreter's package list is not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise BackendError("the base interpreter's package list is not a JSON object")
-    strings = {k: data.get(k) for k in ("executable", "version", "prefix")}
+    strings: dict[str, Any] = {k: data.get(k) for k in ("executable", "version", "prefix")}
     sites, markers, dists = data.get("sites"), data.get("markers"), data.get("distributions")
     if not all(isinstance(v, str) for v in strings.values()) or not _strings(sites) \
             or not isinstance(markers, dict) or not all(isinstance(v, str) for v in markers.values()) \
@@ -128,7 +128,7 @@ def parse_interpreter(text: str) -> Interpreter:
                        dict(markers), found)
 
 
-def _strings(value: object) -> bool:
+def _strings(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 

@@ -21,9 +21,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from envmgr.targets.process import stream
 from envmgr.errors import BackendError, SpecError, SpecProblem
 from envmgr.spec.models import Spec, canonical_name
+from envmgr.targets.process import stream
 
 
 def requirement_lines(spec: Spec) -> list[str]:

@@ -10,7 +10,8 @@ ORDER: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
 
 
 class HasSeverity(Protocol):
-    severity: str
+    @property
+    def severity(self) -> str: ...  # read-only: frozen dataclasses and models have it so
 
 
 def rank(finding: HasSeverity) -> int:

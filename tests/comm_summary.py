@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envmgr.targets.base import Runner
 from envmgr.bench.comm import MODEL_SHAPE, PROBE_ID
 from envmgr.errors import UsageError
 from envmgr.probes.runner import run_probe
+from envmgr.targets.base import Runner
 
 BASELINE_TOK_S = 89.5  # SCENARIO.md: plain TP8 with --cuda-graph-max-bs 128
 SCENARIO_ALLREDUCE_US = 200.0  # SCENARIO.md: one ~42 KB NCCL all-reduce on the PCIe host

@@ -85,7 +85,7 @@ def render_extravars(spec: Spec, spec_digest: str, target: AnsibleURL, group: st
                      probes: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The one extra variable the playbooks read (plain data; contract in playbooks/README.md)."""
     options = spec.realize.ansible
-    extravars = {
+    extravars: dict[str, Any] = {
         "envmgr_group": group,
         "envmgr": {
             "contract": EXTRAVARS_CONTRACT,

@@ -33,7 +33,7 @@ def resolve_fleet(url: AnsibleURL, loaded: LoadedSpec | None = None) -> Fleet:
                          hint="letters, digits, '_', '-', '.'; like gpu_hosts or all")
     if url.inventory:
         path = Path(url.inventory).expanduser()
-    elif options is not None and options.inventory:
+    elif loaded is not None and options is not None and options.inventory:
         path = loaded.path.parent / Path(options.inventory).expanduser()
     else:
         raise UsageError("no inventory for the ansible backend",

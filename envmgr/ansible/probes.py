@@ -28,8 +28,8 @@ def prepare_probes(spec: Spec, where: Path) -> dict[str, Any]:
     with the runner's timeout and environment. ``digest`` covers driver and batch."""
     from importlib import resources
 
-    from envmgr.probes.runner import PROBE_ENV, PROBES, script_source, select
     from envmgr.probes.args import probe_args, probe_env
+    from envmgr.probes.runner import PROBE_ENV, PROBES, script_source, select
 
     where.mkdir(parents=True, exist_ok=True)
     ids = select(None)

@@ -34,12 +34,14 @@ ARG_KEYS = frozenset({"world_size", "tokens", "hidden", "top_k", "attention_laye
 def draft_tokens_of(spec: Spec | None) -> tuple[int, str]:
     """(draft tokens per verify step, where the number came from): the first speculative config's flag."""
     benchmarks = spec.benchmarks if spec else None
-    for name in (benchmarks.configs if benchmarks else {}):
+    if spec is None or benchmarks is None:
+        return DEFAULT_DRAFT_TOKENS, f"default {DRAFT_TOKENS_FLAG} (no speculative config in a spec)"
+    for name in benchmarks.configs:
         flags = benchmarks.flags_of(name)
         if str(flags.get("--speculative-algorithm", "")).upper() not in SPECULATIVE_ALGORITHMS:
             continue
         if DRAFT_TOKENS_FLAG in flags:
-            return int(flags[DRAFT_TOKENS_FLAG]), f"spec {spec.metadata.name}, config {name}: {DRAFT_TOKENS_FLAG}"
+            return int(flags[DRAFT_TOKENS_FLAG] or 0), f"spec {spec.metadata.name}, config {name}: {DRAFT_TOKENS_FLAG}"
         return DEFAULT_DRAFT_TOKENS, f"spec {spec.metadata.name}, config {name} sets no {DRAFT_TOKENS_FLAG}: default"
     return DEFAULT_DRAFT_TOKENS, f"default {DRAFT_TOKENS_FLAG} (no speculative config in a spec)"
 

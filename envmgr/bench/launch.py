@@ -17,21 +17,21 @@ from __future__ import annotations
 
 import re
 import threading
-from array import array
 import time
 import urllib.error
 import urllib.request
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from envmgr.targets.base import Target
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.preflight import port_taken
 from envmgr.bench.triage import Triage, clean_line, signal_name
-from envmgr.findings import Finding
 from envmgr.errors import BackendError, LaunchError, UsageError
+from envmgr.findings import Finding
+from envmgr.targets.base import Target
 
 READY_LINE = "The server is fired up and ready to roll!"
 HEALTH_PATHS = ("/health_generate", "/health", "/ready")

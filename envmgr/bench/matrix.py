@@ -25,21 +25,31 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envmgr.targets import open_target
-from envmgr.targets.urls import split_url
+from envmgr.bench import preflight
 from envmgr.bench.command import ServerCommand, server_command
 from envmgr.bench.launch import Launch, Limits, RunningServer, log_tail
 from envmgr.bench.load import LoadParseError, load_argv, parse_output
-from envmgr.bench import preflight
-from envmgr.compat.outcome import RUNS, Outcome, expected
-from envmgr.bench.results import (CellResult, EnvInfo, LoadResult, ServedBy, legacy_target_folder, read_result,
-                                  relative_spread, target_folder, write_result)
+from envmgr.bench.results import (
+    CellResult,
+    EnvInfo,
+    LoadResult,
+    ServedBy,
+    legacy_target_folder,
+    read_result,
+    relative_spread,
+    target_folder,
+    write_result,
+)
+from envmgr.bench.results import Outcome as CellOutcome  # ok, crashed, ... (not compat's three)
 from envmgr.bench.triage import load_signatures, triage_file
+from envmgr.compat.outcome import RUNS, Outcome, expected
 from envmgr.errors import BackendError, UsageError
 from envmgr.findings import Finding, root_cause
 from envmgr.lock import locked_versions
 from envmgr.secrets import Redactor
 from envmgr.spec.models import Spec, canonical_name
+from envmgr.targets import open_target
+from envmgr.targets.urls import split_url
 from envmgr.versions import exact_pin
 
 Progress = Callable[[str], None]
@@ -281,7 +291,7 @@ def run_cell(cell: Cell, progress: Progress, limits: Limits | None = None) -> Ce
     """Launch, wait, load, stop: one cell. An interrupt stops the server and writes nothing."""
     limits = limits or cell.limits
     started = time.time()
-    base = dict(env=cell.env.info, config=cell.config, argv=cell.command.argv,
+    base: dict[str, Any] = dict(env=cell.env.info, config=cell.config, argv=cell.command.argv,
                 server_env=cell.shown_env, load_argv=cell.load_argv, started=started,
                 load_params=dict(cell.load_params), order=cell.order, expected=cell.expected)
     if cell.blocked:
@@ -389,7 +399,7 @@ def _run_loads(backend, cell: Cell, progress: Progress) -> tuple[LoadResult | No
     failed, every measured run). A failed run ends the cell: its numbers would mislead."""
     names = (["warmup"] if cell.warmup else []) + [f"run {i}" for i in range(1, cell.repeats + 1)]
     runs: list[LoadResult] = []
-    for index, name in enumerate(names):
+    for name in names:
         counted = name != "warmup"
         label = f"{name}/{cell.repeats}" if counted else "warm-up (not counted)"
         load, error = _run_load(backend, cell, progress, label, cell.dir / f"load-{name.replace(' ', '')}.log")
@@ -418,7 +428,7 @@ def _run_load(backend, cell: Cell, progress: Progress, label: str, log: Path) ->
 
 
 def _outcome(launch: Launch, load: LoadResult | None, load_error: str | None,
-             findings: tuple[Finding, ...]) -> tuple[str, str]:
+             findings: tuple[Finding, ...]) -> tuple[CellOutcome, str]:
     root = root_cause(findings)
     if launch.status != "ready":
         if root:

@@ -19,9 +19,9 @@ sign for "k".)
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 import re._constants as sre  # the syntax tree of a compiled pattern; stable across 3.11-3.13
 import re._parser as sre_parse
+from bisect import bisect_right
 from collections.abc import Iterable
 
 NEWLINE = re.compile(b"\n")
@@ -63,7 +63,7 @@ def _sequence(items: Iterable) -> list[frozenset[str]]:
             inner = _best(_sequence(arg[2])) if arg[0] >= 1 else None
         elif op is sre.BRANCH:
             branches = [_best(_sequence(b)) for b in arg[1]]
-            inner = frozenset().union(*branches) if branches and all(branches) else None
+            inner = frozenset().union(*(b for b in branches if b)) if branches and all(branches) else None
         else:  # classes, ANY, anchors, lookarounds, back-references: no literal to rely on
             inner = None
         if inner:
@@ -122,7 +122,7 @@ class Prefilter:
             needles |= literals
         self.needles = minimal(needles)
         self._encoded = [n.encode() for n in self.needles]
-        self._automaton = BytesAhoCorasick(self._encoded) if BytesAhoCorasick else None
+        self._automaton = BytesAhoCorasick(self._encoded) if BytesAhoCorasick is not None else None
 
     def spans(self, lowered: bytes) -> list[tuple[int, int]]:
         """(start, end) of needles in already lower-cased bytes (unordered, may repeat a line)."""

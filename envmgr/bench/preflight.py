@@ -18,7 +18,7 @@ import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envmgr.errors import BackendError
 from envmgr.findings import Finding
@@ -121,7 +121,7 @@ def host_findings(facts: HostFacts, gpus: int, port: int | None = None, port_bus
                   configs: Sequence[str] = ()) -> list[Finding]:
     """What the facts say about a launch of ``gpus`` GPUs, errors first."""
     out: list[Finding] = []
-    where = dict(configs=tuple(configs))
+    where: dict[str, Any] = dict(configs=tuple(configs))
     if port_busy:
         out.append(Finding(
             "port-in-use", "error", f"port {port} is already in use: another server is running there",

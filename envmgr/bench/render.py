@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from envmgr.bench.triage import triage_file
-from envmgr.findings import Finding
 from envmgr.errors import UsageError
+from envmgr.findings import Finding
 from envmgr.report.printer import Printer, stdout_printer
 
 

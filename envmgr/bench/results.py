@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envmgr.compat.outcome import STATES, Outcome as ConfigOutcome, measured
+from envmgr.compat.outcome import STATES, measured
+from envmgr.compat.outcome import Outcome as ConfigOutcome
 from envmgr.errors import EnvmgrError
 from envmgr.findings import Finding, root_cause
 from envmgr.records import DamagedRecord, read_json

@@ -28,21 +28,21 @@ import signal
 import string
 from collections import deque
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
+from functools import lru_cache, partial
 from itertools import islice
+from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from envmgr.findings import Finding
-from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr import severity
-from envmgr.bench.fallback import FallbackRules, FirstFailure
 from envmgr.bench import prefilter as prefilter_module
+from envmgr.bench.fallback import FallbackRules, FirstFailure
 from envmgr.bench.prefilter import Prefilter
+from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
+from envmgr.findings import Finding
 
 Value = int | float | str
 
@@ -722,7 +722,7 @@ class Triage:
             self._line_no += block.count(b"\n", at, start) + 1
             end = block.index(b"\n", start)
             raw = block[start:end].decode("utf-8", "replace")
-            self._examine(raw, lambda: _lines_before(block, start, before, self.window))
+            self._examine(raw, partial(_lines_before, block, start, before, self.window))
             at = end + 1
             if candidate and may_continue(raw):
                 follow = at  # as feed does: a line with a needle may go on into the next
@@ -859,9 +859,9 @@ class Triage:
         if old is None or how == "last":
             self._context[name] = value
         elif how == "min" and _comparable(old, value):
-            self._context[name] = min(old, value)  # type: ignore[type-var]
+            self._context[name] = min(old, value)
         elif how == "max" and _comparable(old, value):
-            self._context[name] = max(old, value)  # type: ignore[type-var]
+            self._context[name] = max(old, value)
 
     def _match(self, signature: Signature, line: CleanLine, recent: Callable[[], Iterator[str]],
                at: int, straddle: tuple[int, int] | None = None) -> dict[str, Value] | None:

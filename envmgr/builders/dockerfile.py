@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path, PurePosixPath
 from collections.abc import Iterable
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 import jinja2
@@ -201,7 +201,7 @@ def image_env(spec: Spec) -> list[tuple[str, str]]:
 
 def path_prefix(spec: Spec) -> str:
     """What goes in front of the base image's PATH: the venv's bin, then a pip toolkit's."""
-    dirs = [VENV / "bin"]
+    dirs: list[PurePath] = [VENV / "bin"]
     prefix = pip_cuda_prefix(spec, VENV)
     if prefix is not None:
         dirs.append(prefix / "bin")

@@ -59,7 +59,8 @@ class FleetBuilder(Builder):
             Step("resolve", f"resolve {len(spec.python.packages)} package pins for Python {spec.python.version} "
                             "and download their wheels here (the hosts need no index)",
                  lambda build: state.update(zip(("python_lock", "lock"),
-                                                prepare_python_lock(spec, _data(build) / "files", build.progress)))),
+                                                prepare_python_lock(spec, _data(build) / "files", build.progress),
+                                                strict=True))),
         ]
         if pip_toolkits:
             steps.append(Step("toolkits", f"lock and download the wheels of CUDA {', '.join(pip_toolkits)}",

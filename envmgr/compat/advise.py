@@ -30,9 +30,9 @@ from typing import Any
 from packaging.version import Version
 
 from envmgr.compat.evaluate import evaluate
-from envmgr.findings import Finding
 from envmgr.compat.kb import KERNEL_PACKAGES, KnowledgeBase, default_knowledge_base
 from envmgr.compat.outcome import expected, stops
+from envmgr.findings import Finding
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.versions import exact_pin
 
@@ -162,41 +162,12 @@ def advise(spec: Spec, kb: KnowledgeBase | None = None) -> list[Advice]:
         return []
     candidates = nearest_first(spec, kb)
     advice = {name: Advice(name, errors) for name, errors in blocked.items()}
-    for name, item in advice.items():
-        if name == STACK:
-            continue
-        _, edits, findings = flag_edits(spec, kb, only=name)
-        if edits and name not in blockers(findings) and not _feature_off_by_config(findings).get(name):
-            item.fixed_here, item.here_edits = True, edits  # the smallest change: flags on this stack
-    fixes: dict[str, list[tuple[tuple[int, int, int], Candidate, Edits]]] = {name: [] for name in advice}
-    starts: dict[str, list[tuple[tuple[int, int, int], Candidate, Edits, str]]] = {name: [] for name in advice}
-    _, own_edits, _ = flag_edits(spec, kb)  # what the spec's own stack needs anyway
-    for order, candidate in enumerate(candidates):
-        trial = _try(spec, candidate, blocked, kb)
-        for name, item in advice.items():
-            item.releases.append(candidate.sglang)
-            if name in trial.after:
-                item.blocked_on.append((candidate.sglang, tuple(dict.fromkeys(f.id for f in trial.after[name]))))
-                continue
-            off = trial.feature_off.get(name, [])
-            if trial.cost:  # it would clear (or start) this one, at a cost elsewhere
-                item.rejected.append((candidate.sglang, (f"would start it without {off[0]}, " if off
-                                                         else "would clear it, ") + trial.cost))
-                continue
-            if item.fixed_here and _seen_by(trial.edits, name):  # dominated: flag changes alone clear it
-                item.with_flags.append(candidate.sglang)
-                continue
-            rank = (move(trial.variant), _more_edits(trial.edits, own_edits), order)
-            if off:
-                starts[name].append((rank, trial.variant, trial.edits, off[0]))
-            else:
-                fixes[name].append((rank, trial.variant, trial.edits))
-    for name, item in advice.items():
-        if fixes[name]:
-            _, item.fixed_by, item.edits = min(fixes[name], key=lambda option: option[0])
-        elif starts[name]:
-            _, item.starts_with, item.starts_edits, item.feature_off = min(starts[name], key=lambda option: option[0])
     for item in advice.values():
+        if item.blocker != STACK:
+            _flags_here(item, spec, kb)
+    options = _weigh_candidates(spec, kb, candidates, blocked, advice)
+    for item in advice.values():
+        _choose(item, options[item.blocker])
         if item.fixed_here:
             item.fragments["flags"] = edits_fragment(item.here_edits)
         for key, chosen, edits in (("fix", item.fixed_by, item.edits), ("starts", item.starts_with, item.starts_edits)):
@@ -211,6 +182,69 @@ def advise(spec: Spec, kb: KnowledgeBase | None = None) -> list[Advice]:
             if item.fixed_by is None:
                 item.still = final.get(item.blocker, [])
     return sorted(advice.values(), key=lambda a: (a.blocker != STACK, a.blocker))
+
+
+def _flags_here(item: Advice, spec: Spec, kb: KnowledgeBase) -> None:
+    """The smallest change: the flag edits the config's findings carry, on the spec's own stack."""
+    _, edits, findings = flag_edits(spec, kb, only=item.blocker)
+    if edits and item.blocker not in blockers(findings) and not _feature_off_by_config(findings).get(item.blocker):
+        item.fixed_here, item.here_edits = True, edits
+
+
+@dataclass(frozen=True, order=True)
+class _Option:
+    """A release that clears (or, with feature_off, only starts) a blocker, and how far it moves."""
+
+    rank: tuple[int, bool, int]  # (move, flag changes beyond the spec's own, nearness)
+    variant: Candidate = field(compare=False)
+    edits: Edits = field(compare=False)
+    feature_off: str = field(default="", compare=False)
+
+
+def _weigh_candidates(spec: Spec, kb: KnowledgeBase, candidates: list[Candidate],
+                      blocked: dict[str, list[Finding]], advice: dict[str, Advice]) -> dict[str, list[_Option]]:
+    """Every candidate tried once, weighed for every blocker."""
+    options: dict[str, list[_Option]] = {name: [] for name in advice}
+    _, own_edits, _ = flag_edits(spec, kb)  # what the spec's own stack needs anyway
+    for order, candidate in enumerate(candidates):
+        trial = _try(spec, candidate, blocked, kb)
+        rank = (move(trial.variant), _more_edits(trial.edits, own_edits), order)
+        for name, item in advice.items():
+            option = _weigh(item, candidate, trial, rank)
+            if option is not None:
+                options[name].append(option)
+    return options
+
+
+def _weigh(item: Advice, candidate: Candidate, trial: Trial, rank: tuple[int, bool, int]) -> _Option | None:
+    """What one release does for one blocker: an option, or (recorded on the item, for the
+    sentence that states the condition) why it is none."""
+    name = item.blocker
+    item.releases.append(candidate.sglang)
+    if name in trial.after:
+        item.blocked_on.append((candidate.sglang, tuple(dict.fromkeys(f.id for f in trial.after[name]))))
+        return None
+    off = trial.feature_off.get(name, [])
+    if trial.cost:  # it would clear (or start) this one, at a cost elsewhere
+        item.rejected.append((candidate.sglang, (f"would start it without {off[0]}, " if off
+                                                 else "would clear it, ") + trial.cost))
+        return None
+    if item.fixed_here and _seen_by(trial.edits, name):  # dominated: flag changes alone clear it
+        item.with_flags.append(candidate.sglang)
+        return None
+    return _Option(rank, trial.variant, trial.edits, off[0] if off else "")
+
+
+def _choose(item: Advice, options: list[_Option]) -> None:
+    """The smallest move that clears it; else the smallest that starts it with the feature off."""
+    fixes = [o for o in options if not o.feature_off]
+    starts = [o for o in options if o.feature_off]
+    if fixes:
+        chosen = min(fixes)
+        item.fixed_by, item.edits = chosen.variant, chosen.edits
+    elif starts:
+        chosen = min(starts)
+        item.starts_with, item.starts_edits, item.feature_off = chosen.variant, chosen.edits, chosen.feature_off
 
 
 # Edits: where -> flag -> value; where is "" for benchmarks.server_flags, else a config name.

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from envmgr.compat.context import Context, config_context, stack_context
 from envmgr import severity
+from envmgr.compat.context import Context, config_context, stack_context
 from envmgr.compat.kb import AnyOf, Condition, KnowledgeBase, Rule, default_knowledge_base
 from envmgr.findings import Finding
 from envmgr.spec.load import LoadedSpec

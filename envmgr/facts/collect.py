@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from envmgr.targets.base import CommandResult, Runner
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, FactsError
 from envmgr.facts.model import JIT_NVCC_ORDER, CompilerFact, Facts, ToolkitFact
 from envmgr.facts.parsers import (
@@ -30,6 +29,7 @@ from envmgr.facts.parsers import (
     parse_python_info,
     parse_toolkit_listing,
 )
+from envmgr.targets.base import CommandResult, Runner
 
 COMMAND_TIMEOUT_S = 30.0  # nvidia-smi can hang on a GPU that fell off the bus
 CUDA_ROOT = "/usr/local"  # where CUDA installers put cuda, cuda-12.8, cuda-13.0 ...
@@ -315,7 +315,7 @@ def _compiler_facts(runner: Runner, search: Attempt, python_info: Attempt) -> tu
         compilers.append(
             CompilerFact(
                 path=candidate.path,
-                kind=candidate.kind,  # type: ignore[arg-type]  # 'nvcc' | 'ptxas' by construction
+                kind=candidate.kind,  # 'nvcc' | 'ptxas' by construction
                 version=version,
                 release=release,
                 origin=candidate.origin,
@@ -347,7 +347,7 @@ def _compiler_version(run: Attempt) -> tuple[str, str]:
 
 def _pip_toolkits(compilers: list[CompilerFact]) -> list[ToolkitFact]:
     """A pip wheel with a full nvcc is a toolkit too (prefix = the directory above bin/)."""
-    prefixes = {}
+    prefixes: dict[str, ToolkitFact] = {}
     for compiler in compilers:
         if compiler.kind == "nvcc" and compiler.origin.startswith("pip:"):
             prefix = compiler.path.rsplit("/bin/", 1)[0]

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
-from envmgr.targets import inflight
-from envmgr.targets.base import Runner, Target
 from envmgr.errors import BackendError, CommandTimeout, UsageError
 from envmgr.probes.contract import MARKER, STATUSES, WRAPPER
+from envmgr.targets import inflight
+from envmgr.targets.base import Runner, Target
 
 
 @dataclass(frozen=True)

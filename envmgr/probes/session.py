@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envmgr.targets import open_target
 from envmgr.probes.args import probe_args, probe_env
 from envmgr.probes.predict import Prediction, agreement, predict
 from envmgr.probes.runner import ProbeResult, run_probes, select
+from envmgr.targets import open_target
 
 if TYPE_CHECKING:
-    from envmgr.targets.base import Target
     from envmgr.spec.models import Spec
     from envmgr.state import Generation
+    from envmgr.targets.base import Target
 
 PROBES_FILE = "probes.json"  # what the apply-time gate ran
 ADHOC_DIR = "probe-runs"  # every `envmgr probe` run since, one file each
@@ -91,9 +91,8 @@ def probe_environment(*, target: str | None, spec_path: Path | None, only: Seque
                       python: str | None, timeout: float | None, home: Path | None,
                       progress: Callable[[str], None]) -> ProbeReport:
     """With no target: the current generation (recording the results in it), else local://."""
-    from envmgr.state import current_spec
     from envmgr.spec import load_spec
-    from envmgr.state import Store
+    from envmgr.state import Store, current_spec
 
     generation = Store(home).current() if target is None else None
     url = target or (generation.backend if generation else "local://")

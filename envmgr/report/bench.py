@@ -199,11 +199,11 @@ def _row(config: str, results: list[CellResult | None]) -> Row:
     reference_spread = results[0].spread if results[0] is not None and reference is not None else None
     cells = tuple(_cell(r, reference, reference_spread) if r else None for r in results)
     # a number measured without the feature the config asks for is not that config's: never best
-    ok = [c for c in cells if c and c.throughput is not None and not c.ran_without]
-    top = max(ok, key=lambda c: c.throughput) if ok else None
+    ok = [c for c in cells if c and c.load is not None and not c.ran_without]
+    top = max(ok, key=lambda c: c.load.output_throughput if c.load else 0.0) if ok else None
     # no clear best where the fastest's slowest run is not above every other's fastest run
     overlapped = top is not None and top.low is not None and top.runs > 1 and any(
-        c is not top and (c.high if c.high is not None else c.throughput) >= top.low for c in ok)
+        c is not top and (c.high if c.high is not None else c.throughput or 0.0) >= top.low for c in ok)
     return Row(config=config, cells=cells, best=None if top is None or overlapped else top.env)
 
 
@@ -285,7 +285,7 @@ def chart_alt(comp: Comparison) -> str:
     """What the chart shows, in words, for the page's alt text."""
     parts = []
     for row in comp.rows:
-        values = [f"{env.label} {_chart_value(cell)}" for env, cell in zip(comp.envs, row.cells)]
+        values = [f"{env.label} {_chart_value(cell)}" for env, cell in zip(comp.envs, row.cells, strict=True)]
         parts.append(f"{row.config}: {', '.join(values)}")
     return "Output throughput (tok/s) per config and environment. " + "; ".join(parts) + "."
 
@@ -320,11 +320,12 @@ def render_terminal(comp: Comparison, console: Console | None = None) -> None:
     for row in comp.rows:
         table.add_row(_shown(row.config), *(_terminal_cell(row, i, cell) for i, cell in enumerate(row.cells)))
     console.print(table)
-    failed = [(row, cell) for row in comp.rows for cell in row.cells if cell and cell.failure and cell.failure.fix]
-    for row, cell in failed:  # the table shortens each fix; here it is whole (a real one is)
-        line = _shown(f"{row.config} @ {cell.env}: ", "bold")
-        line.append_text(_shown(cell.failure.fix, limit=_WHOLE))
-        console.print(line)
+    failed = [(row, cell, cell.failure) for row in comp.rows for cell in row.cells
+              if cell and cell.failure and cell.failure.fix]
+    for row, cell, failure in failed:  # the table shortens each fix; here it is whole (a real one is)
+        whole = _shown(f"{row.config} @ {cell.env}: ", "bold")
+        whole.append_text(_shown(failure.fix, limit=_WHOLE))
+        console.print(whole)
 
 
 # A table cell holds a few lines (the page has the rest); a whole fix is under 1000 characters.
@@ -525,7 +526,7 @@ def render_png(comp: Comparison) -> bytes:
         ax = fig.add_subplot()
         top = max((c.throughput for r in comp.rows for c in r.cells if c and c.throughput), default=1.0)
         width = 0.8 / n_envs
-        for j, env in enumerate(comp.envs):
+        for j in range(n_envs):
             colour = _PALETTE[j % len(_PALETTE)]
             for i, row in enumerate(comp.rows):
                 _draw_bar(ax, i + (j - (n_envs - 1) / 2) * width, width, row.cells[j], j, colour, top)

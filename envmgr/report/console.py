@@ -9,16 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from packaging.version import Version
-
 from envmgr.report.printer import Printer, stdout_printer
 
 if TYPE_CHECKING:
+    from envmgr.builders.base import Step
     from envmgr.compat.advise import Advice
     from envmgr.compat.outcome import Outcome
-    from envmgr.builders.base import Step
-    from envmgr.findings import Finding
     from envmgr.facts.model import Facts
+    from envmgr.findings import Finding
     from envmgr.plan import Action
     from envmgr.spec import LoadedSpec
 

@@ -233,9 +233,9 @@ _FIELD_PREFIX = re.compile(r"^(\w+): (.*)$", re.DOTALL)
 
 def _problems(exc: ValidationError, source: Source) -> list[SpecProblem]:
     groups: dict[Path_, list[dict]] = {}
-    for err in exc.errors(include_url=False):
-        real, err = _locate_error(err, source.data)
-        groups.setdefault(real, []).append(err)
+    for error in exc.errors(include_url=False):
+        real, located = _locate_error(dict(error), source.data)
+        groups.setdefault(real, []).append(located)
     problems = []
     for real, errs in groups.items():
         file, line = source.locate(real)
@@ -311,7 +311,7 @@ def _describe(path: Path_, errs: list[dict]) -> tuple[str, str | None, str | Non
     words = [_TYPE_WORDS.get(e["type"]) for e in errs]
     if all(words):
         quote = words == ["a string"] and not isinstance(value, (str, list, dict, type(None)))
-        return got, _join(words), "put it in quotes so that YAML reads it as a string" if quote else None
+        return got, _join([w for w in words if w]), "put it in quotes so that YAML reads it as a string" if quote else None
     if kind in _BOUNDS:
         key, sign = _BOUNDS[kind]
         bound = f"{ctx[key]:g}" if isinstance(ctx[key], float) else ctx[key]
@@ -323,7 +323,7 @@ def _describe(path: Path_, errs: list[dict]) -> tuple[str, str | None, str | Non
         return (f"{count} entries is more than envmgr accepts", f"at most {ctx['max_length']}",
                 "no real stack needs that many; split it over specs that extend a common parent")
     if kind == "string_too_long":
-        return f"{len(value):,} characters ({_show(value)})", f"at most {ctx['max_length']} characters", None
+        return f"{len(value or ''):,} characters ({_show(value)})", f"at most {ctx['max_length']} characters", None
     if kind == "literal_error":
         options = typing.get_args(_model_at(path))
         return got, ctx.get("expected"), _did_you_mean(value, [str(o) for o in options])

@@ -10,7 +10,6 @@ then earlier merged mappings win over later ones.
 from __future__ import annotations
 
 import os
-
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,7 +156,8 @@ def _syntax_problem(exc: yaml.YAMLError, text: str, name: str) -> SpecProblem:
         if exc.problem and exc.context and exc.context_mark and exc.context_mark.line + 1 != line:
             message += f" ({exc.context} at line {exc.context_mark.line + 1})"
         lines = _LINE_BREAK.split(text)
-        if "\t" in re.match(r"[ \t]*", lines[min(line, len(lines)) - 1])[0]:
+        indent = re.match(r"[ \t]*", lines[min(line, len(lines)) - 1])
+        if indent is not None and "\t" in indent[0]:
             fix = "indent with spaces: YAML does not allow tabs"
     elif isinstance(exc, yaml.reader.ReaderError):
         char = exc.character if isinstance(exc.character, str) else chr(exc.character)

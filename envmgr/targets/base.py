@@ -87,10 +87,17 @@ class Target(Closing):
     """Where commands run. Subclasses set the flags and implement ``run`` (and ``start``)."""
 
     scheme: ClassVar[str] = ""  # its URLs' scheme, for messages
-    url: str = ""
-    interpreter: str = "python3"  # the environment's own Python, as commands there name it
     can_start: ClassVar[bool] = False  # long-running services (a server) via start()
     runs_here: ClassVar[bool] = False  # its processes are this machine's (process groups, ports)
+
+    @property
+    def url(self) -> str:  # a subclass gives a class attribute or a property
+        return ""
+
+    @property
+    def interpreter(self) -> str:
+        """The environment's own Python, as commands there name it."""
+        return "python3"
 
     def run(self, argv: Sequence[str], timeout: float = 60.0,
             env: Mapping[str, str] | None = None) -> CommandResult:  # pragma: no cover - abstract

@@ -15,8 +15,15 @@ from typing import TYPE_CHECKING, Any
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 from envmgr.targets import inflight
 from envmgr.targets.base import CommandResult, Target, checked_argv
-from envmgr.targets.docker_engine import (DAEMON_HINT, LazyClient, is_timeout, kill_container, remove_container,
-                                          remove_container_quietly, translated)
+from envmgr.targets.docker_engine import (
+    DAEMON_HINT,
+    LazyClient,
+    is_timeout,
+    kill_container,
+    remove_container,
+    remove_container_quietly,
+    translated,
+)
 from envmgr.targets.urls import parse_docker_url
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from envmgr.targets.base import CommandResult
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
+from envmgr.targets.base import CommandResult
 
 
 def start_in_group(args: list[str], *, stderr: int, env: Mapping[str, str] | None = None,

@@ -23,8 +23,8 @@ Check ids (stable; the pytest plugin uses them as test ids):
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.specifiers import SpecifierSet

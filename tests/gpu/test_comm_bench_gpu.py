@@ -14,15 +14,15 @@ import os
 import sys
 from pathlib import Path
 
+import comm_summary
 import pytest
 
-import comm_summary
-from envmgr.targets.local import LocalTarget
 from envmgr.bench import comm
 from envmgr.probes import runner
 from envmgr.probes.args import probe_env
 from envmgr.probes.runner import ProbeInfo
 from envmgr.spec import load_spec
+from envmgr.targets.local import LocalTarget
 
 pytestmark = pytest.mark.gpu
 # The device machine's site policy (NVLink multicast off), from its spec, as the runner passes it.

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
-from envmgr.targets.local import LocalTarget
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
-from ports import free_port
+from envmgr.targets.local import LocalTarget
 
 pytestmark = pytest.mark.gpu
 

@@ -32,14 +32,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ports import free_port
 
-from envmgr.targets import open_target
-from envmgr.targets.service import group_members
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
 from envmgr.bench.results import read_result
 from envmgr.bench.triage import triage_file
-from ports import free_port
+from envmgr.targets import open_target
+from envmgr.targets.service import group_members
 
 pytestmark = pytest.mark.gpu
 

@@ -36,8 +36,8 @@ from envmgr.ansible.extravars import CURRENT_ENV  # noqa: E402
 from envmgr.builders.base import realize  # noqa: E402
 from envmgr.builders.fleet import FleetBuilder  # noqa: E402
 from envmgr.errors import RolloutFailed  # noqa: E402
-from envmgr.targets.hosts import HostsTarget  # noqa: E402
 from envmgr.probes.runner import select  # noqa: E402
+from envmgr.targets.hosts import HostsTarget  # noqa: E402
 
 PROBE_IDS = select(None)  # the default probes, the ones envmgr_probe runs
 

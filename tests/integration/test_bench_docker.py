@@ -10,11 +10,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
-from envmgr.targets.container import ContainerTarget
 from envmgr.bench.command import ServerCommand
 from envmgr.bench.launch import Limits, RunningServer
-from ports import free_port
+from envmgr.targets.container import ContainerTarget
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # about 20 s: the double's image build, a matrix with load
 

@@ -11,13 +11,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
+from envmgr.bench.command import ServerCommand
+from envmgr.bench.launch import LaunchError, Limits, RunningServer
 from envmgr.targets.base import Target
 from envmgr.targets.local import LocalTarget
 from envmgr.targets.service import group_members
-from envmgr.bench.command import ServerCommand
-from envmgr.bench.launch import LaunchError, Limits, RunningServer
-from ports import free_port
 
 DOUBLE = Path(__file__).resolve().parents[1] / "doubles" / "sglang_double"
 FAST = Limits(startup_s=60, stall_s=3, grace_s=5, settle_s=1.0)

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ports import free_port
 
 from envmgr.bench.collect import results_in_store
 from envmgr.bench.matrix import prepare, run_matrix
 from envmgr.bench.results import read_result
 from envmgr.spec import load_spec
 from envmgr.state import Store
-from ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOUBLE = ROOT / "tests" / "doubles" / "sglang_double"
@@ -271,8 +271,9 @@ def test_a_cell_whose_server_turned_the_feature_off_ran_without_it(setup, tmp_pa
     assert recorded.expected.because == "runs without torch symmetric memory (torch-symm-mem-unsupported-arch)"
     assert recorded.measured.label == "runs without torch symmetric memory"
 
-    from envmgr.report.bench import comparison, render_terminal, write_report
     from rich.console import Console
+
+    from envmgr.report.bench import comparison, render_terminal, write_report
 
     written = write_report(results_in_store(home), tmp_path / "report")
     html = written["html"].read_text()

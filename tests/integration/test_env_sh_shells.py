@@ -73,7 +73,7 @@ def evaluate(shell: str, exports: str, names: list[str], cwd: Path) -> dict[str,
                           cwd=cwd, env={"PATH": ENV["PATH"], "ENVMGR_EXPORTS": exports})
     assert done.returncode == 0, done.stderr
     values = done.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
-    return {n: (None if v == "UNSET" else v) for n, v in zip(names, values)}
+    return {n: (None if v == "UNSET" else v) for n, v in zip(names, values, strict=True)}
 
 
 @pytest.mark.parametrize("shell", SHELLS)

@@ -20,8 +20,8 @@ import yaml
 from envmgr.builders.base import Realized
 from envmgr.builders.base import realize as build_steps
 from envmgr.builders.dockerfile import BUILD_STAGE_LABEL
-from envmgr.confine import store_id
 from envmgr.builders.image import ImageBuilder
+from envmgr.confine import store_id
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 from envmgr.facts import collect_facts
 from envmgr.spec.load import LoadedSpec, load_spec

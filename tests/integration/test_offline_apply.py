@@ -18,10 +18,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from wheels import make_wheel, pypi_wheels
 
 from envmgr.lock import inherited_versions, lock_sources, locked_versions, uv_binary
 from envmgr.state import Store
-from wheels import make_wheel, pypi_wheels
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.targets.venv import VenvTarget
 from envmgr.lock import uv_binary
 from envmgr.probes.runner import run_probe
+from envmgr.targets.venv import VenvTarget
 
 pytestmark = pytest.mark.integration
 WHEELS = ["nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88", "nvidia-cuda-crt==13.0.88",

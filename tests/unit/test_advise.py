@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 import yaml
-
-from envmgr.cli import main
 from packaging.version import Version
 
+from envmgr.cli import main
 from envmgr.compat.advise import advise, blockers, flag_edits, move, nearest_first, span, upgrade, with_candidate
 from envmgr.compat.kb import default_knowledge_base
 from envmgr.spec import load_spec

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.ansible.events import HostResult, RunReport, host_results, progress_line, result_message, rollout_failed, task_name
+from envmgr.ansible.events import (
+    HostResult,
+    RunReport,
+    host_results,
+    progress_line,
+    result_message,
+    rollout_failed,
+    task_name,
+)
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, RolloutFailed
 from envmgr.targets.hosts import command_results
 

@@ -10,12 +10,12 @@ import pytest
 
 from envmgr.ansible.extravars import EXTRAVARS_CONTRACT, driver_choice, render_extravars
 from envmgr.ansible.runner import playbook_dir
-from envmgr.targets.urls import AnsibleURL as AnsibleTarget
-from envmgr.targets.urls import parse_ansible_url
-from envmgr.wheelhouse import PreparedLock, lock_digest
 from envmgr.errors import UsageError
 from envmgr.spec.load import load_spec
+from envmgr.targets.urls import AnsibleURL as AnsibleTarget
+from envmgr.targets.urls import parse_ansible_url
 from envmgr.toolkits import toolkit_home_subdir, toolkit_requirements
+from envmgr.wheelhouse import PreparedLock, lock_digest
 
 SPEC = """\
 apiVersion: envmgr/v1
@@ -178,8 +178,8 @@ def probes(digest: str = "d1") -> dict:
 def test_probe_key_names_the_environment_not_the_run(tmp_path):
     loaded = spec(tmp_path)
 
-    def key(target=AnsibleTarget("gpu", "h"), python=prepared("fleet"), toolkit=prepared("cuda-13.0"),
-            probe=None, loaded=loaded) -> str:
+    def key(target=AnsibleTarget("gpu", "h"), python=prepared("fleet"),  # noqa: B008 - built once, on purpose
+            toolkit=prepared("cuda-13.0"), probe=None, loaded=loaded) -> str:  # noqa: B008
         extravars = render_extravars(loaded.spec, loaded.digest, target, "gpu", python, {"13.0": toolkit},
                                      probe or probes())
         assert extravars["envmgr"]["probe"]["when"] == target.probe

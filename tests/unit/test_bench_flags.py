@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envmgr.findings import Finding
 from envmgr.bench.flags import (
     canonical_flag,
     check_flags,
@@ -18,6 +17,7 @@ from envmgr.bench.flags import (
     parse_flag_data,
 )
 from envmgr.errors import KnowledgeBaseError
+from envmgr.findings import Finding
 from envmgr.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]

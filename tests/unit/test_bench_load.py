@@ -73,7 +73,7 @@ def test_load_argv_is_offline_fixed_length_and_reports_on_stdout():
     server = ServerCommand("c", ("py",), {}, "0.0.0.0", 30001)
     argv = load_argv("/v/bin/python", Load(input_len=1024, output_len=512, num_prompts=64, max_concurrency=8),
                      server, "0.5.15")
-    opts = dict(zip(argv[3::2], argv[4::2]))
+    opts = dict(zip(argv[3::2], argv[4::2], strict=False))
     assert argv[:3] == ["/v/bin/python", "-m", "sglang.bench_serving"]
     assert opts["--dataset-name"] == "random-ids" and opts["--random-range-ratio"] == "1.0"
     assert (opts["--host"], opts["--port"]) == ("127.0.0.1", "30001")

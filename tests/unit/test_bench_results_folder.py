@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from envmgr.bench import results
 from envmgr.bench.collect import results_in_store
 from envmgr.bench.matrix import plan_cells, resolve_envs
-from envmgr.bench import results
 from envmgr.bench.results import CellResult, LoadResult, write_result
 from envmgr.spec import load_spec
 

@@ -16,17 +16,16 @@ import sys
 import time
 from pathlib import Path
 
+import comm_summary
 import pytest
 
-import comm_summary
-from envmgr.targets.base import Target
-from envmgr.targets.base import CommandResult
 from envmgr.bench import comm
 from envmgr.errors import UsageError
 from envmgr.probes import runner
 from envmgr.probes.contract import MARKER
 from envmgr.probes.runner import ProbeInfo, assemble, load_module, script_source
 from envmgr.spec.models import Spec
+from envmgr.targets.base import CommandResult, Target
 
 bench = load_module("comm_bench")
 KIMI = {"tokens": 4, "hidden": 7168, "top_k": 8, "attention_layers": 61, "moe_layers": 61, "dtype": "bfloat16"}

@@ -7,7 +7,6 @@ import re
 import pytest
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
-
 from pydantic import ValidationError
 
 from envmgr.compat import default_knowledge_base, evaluate

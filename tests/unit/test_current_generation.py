@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 from envmgr.probes.session import ADHOC_DIR, PROBES_FILE, probe_environment
 from envmgr.state import Store
 

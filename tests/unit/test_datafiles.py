@@ -9,8 +9,8 @@ import pytest
 
 from envmgr import datafiles
 from envmgr.bench.flags import parse_flag_data
-from envmgr.compat.kb import parse_knowledge_base
 from envmgr.bench.triage import parse_signatures
+from envmgr.compat.kb import parse_knowledge_base
 
 SHIPPED = [("envmgr.bench", "sglang_flags.yaml", parse_flag_data),
            ("envmgr.compat", "rules.yaml", parse_knowledge_base),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import jinja2
 import pytest
-from pydantic import ValidationError
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from envmgr.builders.dockerfile import (
     TEMPLATE_NAME,
@@ -319,12 +319,12 @@ def test_a_value_without_a_quoting_filter_is_refused(tmp_path: Path):
 # --- docker:// URLs, the image builder's context, the container target (no daemon needed) ------
 
 from envmgr.builders.image import ImageBuilder, context_hash  # noqa: E402
+from envmgr.errors import BackendError, SpecError, UsageError  # noqa: E402
 from envmgr.lock import clean_lock as image_lock  # noqa: E402
+from envmgr.spec.load import load_spec  # noqa: E402
 from envmgr.targets.container import ContainerTarget  # noqa: E402
 from envmgr.targets.urls import DockerURL as DockerTarget  # noqa: E402
 from envmgr.targets.urls import parse_docker_url  # noqa: E402
-from envmgr.errors import SpecError, BackendError, UsageError  # noqa: E402
-from envmgr.spec.load import load_spec  # noqa: E402
 
 
 @pytest.mark.parametrize(("url", "expected"), [

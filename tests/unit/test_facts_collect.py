@@ -13,8 +13,6 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from envmgr.targets.base import CommandResult
-from envmgr.targets.local import LocalTarget
 from envmgr.errors import CommandNotFound, CommandTimeout
 from envmgr.facts import Facts, collect_facts
 from envmgr.facts.collect import (
@@ -28,6 +26,8 @@ from envmgr.facts.collect import (
     toolkit_listing_argv,
 )
 from envmgr.facts.model import CompilerFact, GpuFact, ToolkitFact
+from envmgr.targets.base import CommandResult
+from envmgr.targets.local import LocalTarget
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "facts"
 WHEELS = Path("/tmp/nv")

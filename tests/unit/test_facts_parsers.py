@@ -14,8 +14,8 @@ from envmgr.facts.model import GpuFact, ToolkitFact
 from envmgr.facts.parsers import (
     REDACTED,
     parse_cuda_version_from_smi,
-    parse_kernel_module,
     parse_env,
+    parse_kernel_module,
     parse_nvcc_version,
     parse_nvidia_smi_error,
     parse_nvidia_smi_query,

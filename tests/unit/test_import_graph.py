@@ -120,11 +120,28 @@ def test_the_checker_sees_a_cycle_and_an_upward_import():
 
 
 # Targets are about testinfra's size (its backends: 30-160 lines), builders and the rest small.
-MAX_LINES = {"envmgr.targets": 300, "envmgr.builders": 300, "envmgr.ansible": 300}
+# Every package has a ceiling; those above 300 are today's largest module plus a little, a ratchet
+# (issue 28: cli.py to shrink to parse-call-render, triage.py's memory arithmetic to move out).
+MAX_LINES = {"envmgr.targets": 300, "envmgr.builders": 300, "envmgr.ansible": 300, "envmgr.probes": 400,
+             "envmgr.facts": 400, "envmgr.verify": 400, "envmgr.spec": 450, "envmgr.compat": 600,
+             "envmgr.report": 650, "envmgr": 850, "envmgr.bench": 1100}
+
+
+def package_of(module: str) -> str:
+    """envmgr.bench.triage -> envmgr.bench; envmgr.cli (a top-level module) -> envmgr."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (len(parts) == 2 and module in PACKAGES) else "envmgr"
+
+
+PACKAGES = {name for name, path in modules().items() if path.name == "__init__.py"}
+
+
+def test_every_package_has_a_size_limit():
+    assert {package_of(name) for name in modules()} <= set(MAX_LINES)
 
 
 @pytest.mark.parametrize("package", sorted(MAX_LINES))
-def test_target_builder_and_ansible_modules_stay_small(package):
+def test_every_package_s_modules_stay_under_its_limit(package):
     sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules().items()
-             if name == package or name.startswith(package + ".")}
+             if package_of(name) == package}
     assert sizes and {n: lines for n, lines in sizes.items() if lines > MAX_LINES[package]} == {}

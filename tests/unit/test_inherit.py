@@ -8,14 +8,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from wheels import make_wheel
 
 from envmgr.drift import compare
 from envmgr.errors import BackendError
-from envmgr.inherit import (DISTRIBUTIONS_SCRIPT, closure, lock_lines, parse_interpreter, pin_problems, pth_text,
-                            read_interpreter, unmet_by_inherited)
+from envmgr.inherit import (
+    DISTRIBUTIONS_SCRIPT,
+    closure,
+    lock_lines,
+    parse_interpreter,
+    pin_problems,
+    pth_text,
+    read_interpreter,
+    unmet_by_inherited,
+)
 from envmgr.lock import hash_local_wheels, inherited_line, locked_versions
 from envmgr.spec import Spec
-from wheels import make_wheel
 
 MARKERS = {"python_version": "3.12", "sys_platform": "linux", "platform_machine": "x86_64",
            "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",

@@ -13,12 +13,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envmgr.targets.urls import default_url, make_url, split_url
-from envmgr.builders.dockerfile import render_dockerfile
 from envmgr.bench.command import server_command
 from envmgr.bench.load import load_argv
+from envmgr.builders.dockerfile import render_dockerfile
 from envmgr.errors import SpecError
 from envmgr.spec import load_spec
+from envmgr.targets.urls import default_url, make_url, split_url
 
 HOSTILE = [
     "{{ lookup('pipe', 'touch /tmp/envmgr-pwned') }}", "{% raw %}x", "$(touch /tmp/envmgr-pwned)",

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 from envmgr.targets.base import CommandResult
 from envmgr.targets.local import LocalTarget
-from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
 
 
 @pytest.fixture

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from envmgr.errors import SpecError
-from envmgr.lock import (inherited_line, inherited_python, inherited_versions, lock_sources, locked_versions,
-                         requirement_lines, source_args)
+from envmgr.lock import (
+    inherited_line,
+    inherited_python,
+    inherited_versions,
+    lock_sources,
+    locked_versions,
+    requirement_lines,
+    source_args,
+)
 from envmgr.spec import Spec
 
 BASE = {"apiVersion": "envmgr/v1", "metadata": {"name": "x"}, "hardware": {"gpu": {"arch": "sm_90"}}}
@@ -38,7 +46,7 @@ def test_shell_and_requirement_injection_is_refused(name, specifier):
 
 
 def test_index_url_must_be_a_plain_url():
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         spec({"torch": "2.11.0"}, index_url="https://x\n--trusted-host evil")
     good = spec({"torch": "2.11.0"}, torch_cuda="cu130")
     assert source_args(good) == ["--extra-index-url", "https://download.pytorch.org/whl/cu130"]

@@ -9,11 +9,11 @@ import uuid
 
 import pytest
 
-from envmgr.targets.base import Target
-from envmgr.targets.local import LocalTarget
 from envmgr.probes import runner
 from envmgr.probes.contract import MARKER, WRAPPER
 from envmgr.probes.runner import ProbeInfo, parse_output, run_probe, run_probes
+from envmgr.targets.base import Target
+from envmgr.targets.local import LocalTarget
 
 OK_LINE = MARKER + '{"probe": "x", "status": "pass", "summary": "fine", "details": {"n": 1}, "duration_s": 0.5}'
 

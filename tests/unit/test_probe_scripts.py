@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from envmgr.targets.local import LocalTarget
 from envmgr.probes.runner import load_module, run_probe
+from envmgr.targets.local import LocalTarget
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from envmgr.findings import Finding
+from envmgr.bench.collect import results_under
 from envmgr.bench.results import CellResult, EnvInfo, LoadResult
 from envmgr.bench.triage import triage_text
-from envmgr.bench.collect import results_under
+from envmgr.findings import Finding
 from envmgr.report.bench import (
     Comparison,
     comparison,

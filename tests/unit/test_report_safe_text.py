@@ -16,8 +16,8 @@ from rich.console import Console
 from envmgr.bench.collect import results_under
 from envmgr.bench.results import CellResult, EnvInfo, LoadResult, write_result
 from envmgr.findings import Finding
-from envmgr.report.bench import comparison, render_terminal, write_html, write_png, write_report
 from envmgr.report import printer
+from envmgr.report.bench import comparison, render_terminal, write_html, write_png, write_report
 from envmgr.report.printer import Printer
 from envmgr.report.progress import TerminalProgress
 

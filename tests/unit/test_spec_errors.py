@@ -66,7 +66,7 @@ BASE = textwrap.dedent("""\
 def edit(*pairs: str, text: str = BASE) -> str:
     """BASE with each (old, new) replaced; every ``old`` must occur exactly once."""
     assert len(pairs) % 2 == 0
-    for old, new in zip(pairs[::2], pairs[1::2]):
+    for old, new in zip(pairs[::2], pairs[1::2], strict=True):
         assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times"
         text = text.replace(old, new)
     return text

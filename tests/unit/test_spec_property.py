@@ -25,13 +25,13 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
+from test_dockerfile import instructions  # the shape of a rendered Dockerfile (tests/unit)
 
 from envmgr.errors import EnvmgrError, SpecError, UsageError
 from envmgr.spec import load_spec
 from envmgr.spec.load import validate
 from envmgr.spec.models import Spec
 from envmgr.spec.source import dotted, parse_source
-from test_dockerfile import instructions  # the shape of a rendered Dockerfile (tests/unit)
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 SPEC_TEXT = (SPECS / "cuda128.yaml").read_text()
@@ -208,12 +208,12 @@ def use(spec) -> None:
     """What a loaded spec feeds (a Dockerfile, a backend URL, server argv, the redactor, the
     compat rules, a plan) takes it without an exception: validation let nothing through
     that a later stage cannot handle."""
-    from envmgr.targets.urls import default_url, split_url
-    from envmgr.builders.dockerfile import render_dockerfile
     from envmgr.bench.command import server_command
+    from envmgr.builders.dockerfile import render_dockerfile
     from envmgr.compat import evaluate
     from envmgr.plan import plan, state_from_spec
     from envmgr.secrets import Redactor
+    from envmgr.targets.urls import default_url, split_url
 
     render_dockerfile(spec, base_image="envmgr/base:bookworm", lock_name="lock.txt", wheelhouse=False,
                       envmgr_version="0", spec_digest="0" * 64)
@@ -328,7 +328,7 @@ def _put(data: dict, path: tuple, new: Callable[[Any], str]) -> None:
     """Replace the text at ``path`` (KEY last: the mapping's first key) by ``new(it)``, making
     the parents that are missing."""
     node: Any = data
-    for part, after in zip(path, path[1:]):
+    for part, after in zip(path, path[1:], strict=False):
         if after == KEY:
             break
         part = _existing(node, part)
@@ -390,7 +390,7 @@ def test_each_hostile_character_in_a_text_field_renders_or_is_refused(path: tupl
     for snippet in SNIPPETS:
         spec_data = copy.deepcopy(RENDERED)
 
-        def insert(original: Any) -> str:
+        def insert(original: Any, snippet: str = snippet) -> str:
             text = original if isinstance(original, str) else ""
             return text[:len(text) // 2] + snippet + text[len(text) // 2:]
 
@@ -407,7 +407,7 @@ def test_a_spec_validation_accepts_renders_its_dockerfile(data: st.DataObject) -
         del spec_data["python"]["inherit"]
     for _ in range(data.draw(st.integers(1, 2))):
         path = data.draw(st.sampled_from(TEXT_FIELDS))
-        _put(spec_data, path, lambda original: data.draw(field_text(original), label=dotted(path)))
+        _put(spec_data, path, lambda original, path=path: data.draw(field_text(original), label=dotted(path)))
     event("accepted" if renders_or_is_refused(spec_data) else "refused")
 
 

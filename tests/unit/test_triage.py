@@ -14,22 +14,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envmgr.bench.render import render_findings, triage_command
-from envmgr.cli import build_parser
 from envmgr.bench.triage import (
+    UNLOGGED_AFTER_WEIGHTS_GB,
+    UNLOGGED_BEFORE_WEIGHTS_GB,
     Triage,
     clean_line,
     display,
-    UNLOGGED_AFTER_WEIGHTS_GB,
-    UNLOGGED_BEFORE_WEIGHTS_GB,
     kv_pool_sizing,
-    sglang_reserve_gb,
     load_signatures,
     parse_signatures,
+    sglang_reserve_gb,
     triage_file,
     triage_lines,
     triage_stream,
     triage_text,
 )
+from envmgr.cli import build_parser
 from envmgr.errors import KnowledgeBaseError, UsageError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"

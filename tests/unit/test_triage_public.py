@@ -66,7 +66,7 @@ def test_every_family_fires_on_logs_of_several_sources_and_has_look_alikes(famil
 
 def test_every_wording_of_the_new_families_says_where_it_was_seen():
     signatures = load_signatures().by_id()
-    for family, data in FAMILIES.items():
+    for data in FAMILIES.values():
         for sid in data["signatures"]:
             for wording in signatures[sid].patterns:
                 assert wording.source, f"{sid}: {wording.regex.pattern} has no source"

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from stores import venv_generation
+
 from envmgr.targets.urls import make_url
 
 RAN = "ran-in-some-python"

@@ -74,7 +74,7 @@ def evaluated(exports: str, names: list[str]) -> dict[str, str]:
     script = exports + "printf '%s\\0' " + " ".join(f'"${n}"' for n in names)
     done = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, env={"PATH": os.environ["PATH"]})
     assert done.returncode == 0, done.stderr
-    return dict(zip(names, done.stdout.decode().split("\0")[:-1]))
+    return dict(zip(names, done.stdout.decode().split("\0")[:-1], strict=True))
 
 
 def test_a_value_that_holds_a_secret_is_redacted_in_text_json_and_sh(tmp_path, capsys):

@@ -11,10 +11,10 @@ import shutil
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from stores import venv_generation
 
 from envmgr.cli import main
 from envmgr.state import Store
-from stores import venv_generation
 from envmgr.targets import open_target
 from envmgr.targets.urls import make_url, split_url
 from envmgr.targets.venv import VenvTarget

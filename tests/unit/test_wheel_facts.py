@@ -8,8 +8,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 import yaml
+from packaging.version import Version
 
 from envmgr.compat.kb import default_knowledge_base, parse_releases, sglang_pins
 

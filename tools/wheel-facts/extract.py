@@ -192,7 +192,7 @@ def symm_mem_world_sizes(trees: dict[str, ast.AST]) -> dict[int, list[int]] | No
                                                      for t in node.targets)
                     and isinstance(node.value, ast.Dict)):
                 table = {}
-                for key, value in zip(node.value.keys, node.value.values):
+                for key, value in zip(node.value.keys, node.value.values, strict=True):
                     if isinstance(key, ast.Constant) and isinstance(value, ast.Dict):
                         table[int(key.value)] = sorted(int(k.value) for k in value.keys
                                                        if isinstance(k, ast.Constant))

@@ -8,7 +8,6 @@ import os
 import time
 import traceback
 
-
 # The switches of NVLink multicast (NVLS). A probe sets none of them: a site that needs
 # multicast off (the lent GPU machines do) says so in its spec's env, which every worker
 # inherits; what the workers saw is recorded beside the results.

@@ -42,7 +42,6 @@ details: torch, cuda, nccl_version, backend, gpus_visible, world_size, launch_ov
 from __future__ import annotations
 
 # probe-uses: _comm, _collective
-
 import time
 
 PROBE = "comm_bench"

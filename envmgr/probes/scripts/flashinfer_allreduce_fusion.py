@@ -10,8 +10,8 @@ PROBE = "flashinfer_allreduce_fusion"
 
 def probe(args):
     try:
-        import torch
         import flashinfer
+        import torch
     except ImportError as exc:
         return {"status": "skip", "summary": f"flashinfer or torch is not installed: {exc}", "details": {}}
     if not torch.cuda.is_available():

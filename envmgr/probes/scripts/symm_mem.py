@@ -26,7 +26,6 @@ details: torch, cuda, gpus_visible, api {module: [names], ops: [names]}, bytes, 
 from __future__ import annotations
 
 # probe-uses: _comm
-
 import time
 import traceback
 

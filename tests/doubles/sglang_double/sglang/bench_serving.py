@@ -200,7 +200,7 @@ def _lens(args: argparse.Namespace) -> tuple[list[int], list[int]]:
 def sample_random_ids(args: argparse.Namespace) -> list[DatasetRow]:
     ins, outs = _lens(args)
     rows = []
-    for i, (n_in, n_out) in enumerate(zip(ins, outs)):
+    for i, (n_in, n_out) in enumerate(zip(ins, outs, strict=True)):
         offset = random.randrange(VOCAB_SIZE)
         ids = [(offset + i + j) % VOCAB_SIZE for j in range(n_in)]
         rows.append(DatasetRow(prompt=ids, prompt_len=n_in, output_len=n_out))
@@ -270,7 +270,7 @@ def sample_sharegpt(args: argparse.Namespace, pairs: list[tuple[str, str]]) -> l
 def sample_random_from_sharegpt(args, pairs: list[tuple[str, str]]) -> list[DatasetRow]:
     ins, outs = _lens(args)
     rows = []
-    for (prompt, _), n_in, n_out in zip(pairs, ins, outs):
+    for (prompt, _), n_in, n_out in zip(pairs, ins, outs, strict=True):
         words = prompt.split() or ["hi"]
         words = (words * (n_in // len(words) + 1))[:n_in]
         rows.append(DatasetRow(prompt=" ".join(words), prompt_len=n_in, output_len=n_out))
@@ -425,7 +425,7 @@ def _stats(prefix: str, values: list[float], pcts: tuple[int, ...]) -> dict[str,
 
 
 def calculate_metrics(rows: list[DatasetRow], outputs: list[RequestFuncOutput], dur_s: float) -> dict:
-    ok = [(row, o) for row, o in zip(rows, outputs) if o.success]
+    ok = [(row, o) for row, o in zip(rows, outputs, strict=True) if o.success]
     output_lens = [o.output_len if o.success else 0 for o in outputs]
     total_input = sum(row.prompt_len for row, _ in ok)
     ttfts = [o.ttft for _, o in ok]
