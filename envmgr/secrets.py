@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from envmgr.spec.models import Spec
 
 REDACTED = "<redacted>"
-# *_TOKEN, *_KEY, *_SECRET (HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY), *PASSWORD*
-SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|KEY|SECRET)$|PASSWORD|PASSWD", re.IGNORECASE)
+# *_TOKEN, *_KEY, *_SECRET (HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY), *PASSWORD*,
+# *CREDENTIAL* (GOOGLE_APPLICATION_CREDENTIALS): for a spec's env and a host's facts alike
+SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|KEY|SECRET)$|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
 def looks_secret(name: str) -> bool:

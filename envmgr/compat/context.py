@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
+from envmgr.compat.flags import setting
 from envmgr.compat.kb import KERNEL_PACKAGES
 from envmgr.model_config import int_field, model_config
 from envmgr.spec.models import MAX_FLAG_NUMBER, Spec, canonical_name
@@ -135,12 +136,12 @@ def config_context(stack: Context, spec: Spec, config: str, feature_modules: dic
         ctx["flag_" + flag[2:].replace("-", "_")] = value
     for name, value in spec.benchmarks.configs[config].env.items():
         ctx[f"env:{name}"] = None if value is None else str(value)
-    ctx["world_size"] = _int(_first(flags, "--tp-size", "--tensor-parallel-size", "--tp")) \
+    ctx["world_size"] = _int(setting(flags, "--tp-size")) \
         or stack["gpu_count"]
-    ctx["dp_size"] = _int(_first(flags, "--dp-size", "--data-parallel-size", "--dp")) or 1
+    ctx["dp_size"] = _int(setting(flags, "--dp-size")) or 1
     ctx.update(_parallel(flags, ctx["dp_size"]))
     # attention-DP width: --attn-dp-size (sglang >= 0.5.22), or the older --dp-size N --enable-dp-attention
-    ctx["attn_dp_size"] = _int(_first(flags, "--attn-dp-size", "--attention-data-parallel-size")) \
+    ctx["attn_dp_size"] = _int(setting(flags, "--attn-dp-size")) \
         or (ctx["dp_size"] if flags.get("--enable-dp-attention") else 1)
     ctx["moe_runner_backend"] = str(flags.get("--moe-runner-backend", "auto"))  # SGLang's default
     ctx["attention_backends"] = [str(flags[f]) for f in ATTENTION_FLAGS if f in flags]
@@ -163,16 +164,16 @@ ATTENTION_FLAGS = ("--attention-backend", "--prefill-attention-backend", "--deco
 
 def parallel_of(flags: dict[str, Any]) -> Context:
     """The parallel layout of a config's flags (tp, pp, ep, the GPUs it takes)."""
-    return _parallel(flags, _int(_first(flags, "--dp-size", "--data-parallel-size", "--dp")) or 1)
+    return _parallel(flags, _int(setting(flags, "--dp-size")) or 1)
 
 
 def _parallel(flags: dict[str, Any], dp: int) -> Context:
     """The GPUs a launch takes, as SGLang lays ranks out (its defaults: tp 1, pp 1, ep 1): one
     replica is tp x pp ranks; --dp-size replicates it, unless --enable-dp-attention splits the
     attention of the same tp ranks. Experts spread over the tp ranks: moe_tp_size = tp // ep."""
-    tp = _int(_first(flags, "--tp-size", "--tensor-parallel-size", "--tp")) or 1
-    pp = _int(_first(flags, "--pp-size", "--pipeline-parallel-size")) or 1
-    ep = _int(_first(flags, "--ep-size", "--expert-parallel-size", "--ep")) or 1
+    tp = _int(setting(flags, "--tp-size")) or 1
+    pp = _int(setting(flags, "--pp-size")) or 1
+    ep = _int(setting(flags, "--ep-size")) or 1
     replicas = 1 if flags.get("--enable-dp-attention") else dp
     layout = f"tp {tp} x pp {pp}" + (f" x dp {dp}" if replicas > 1 else "")
     return {"tp_size": tp, "pp_size": pp, "ep_size": ep, "gpus_needed": tp * pp * replicas,
@@ -346,10 +347,6 @@ def _tag_version(tag: str | None) -> str | None:
         return None
     digits = tag[2:]
     return f"{digits[:-1]}.{digits[-1]}"
-
-
-def _first(flags: dict[str, Any], *names: str) -> Any:
-    return next((flags[n] for n in names if n in flags), None)
 
 
 def _int(value: Any) -> int | None:

@@ -183,8 +183,8 @@ def _edit_value(value: Any, ctx: Context) -> Any:
 
 
 def _flag_findings(spec: Spec, config: str, ctx: Context, kb: KnowledgeBase) -> list[Finding]:
-    """The config's flags against those its sglang release has (``envmgr.bench.flags``)."""
-    from envmgr.bench.flags import check_flags
+    """The config's flags against those its sglang release has (``envmgr.compat.flags``)."""
+    from envmgr.compat.flags import check_flags
 
     assert spec.benchmarks is not None
     sglang = ctx.get("sglang")

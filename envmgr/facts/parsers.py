@@ -15,6 +15,7 @@ from typing import Any
 
 from envmgr.errors import FactsError
 from envmgr.facts.model import GpuFact, PythonFact, ToolkitFact
+from envmgr.secrets import REDACTED, looks_secret
 from envmgr.spec.models import canonical_name
 
 # --- nvidia-smi ---------------------------------------------------------------------------
@@ -222,9 +223,8 @@ def _python_info_json(text: str) -> dict[str, Any]:
 # The variables that change what CUDA, NCCL, FlashInfer, torch and SGLang do.
 RELEVANT_ENV_NAMES = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES")
 RELEVANT_ENV_PREFIXES = ("CUDA_", "NCCL_", "FLASHINFER_", "TORCH_", "SGLANG_", "NVSHMEM_")
-# Facts are stored in generations and reports: never keep what looks like a credential.
-_SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-REDACTED = "<redacted>"
+# Facts are stored in generations and reports: never keep what looks like a credential
+# (envmgr.secrets: the one rule of what does).
 
 
 def parse_env(text: str) -> dict[str, str]:
@@ -239,5 +239,5 @@ def parse_env(text: str) -> dict[str, str]:
         if not sep or not name:
             continue  # not NAME=VALUE: nothing we could use
         if name in RELEVANT_ENV_NAMES or name.startswith(RELEVANT_ENV_PREFIXES):
-            relevant[name] = REDACTED if _SECRET_NAME_RE.search(name) else value
+            relevant[name] = REDACTED if looks_secret(name) else value
     return relevant

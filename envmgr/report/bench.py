@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from jinja2 import Environment, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined
 from rich.table import Table
 from rich.text import Text
 
@@ -371,124 +371,22 @@ def _terminal_result(row: Row, column: int, cell: Cell | None) -> Text:
 # ---------------------------------------------------------------------------------------------
 # HTML
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>envmgr benchmark report</title>
-<style>
-body { font: 14px/1.4 system-ui, sans-serif; color: #1a1a1a; margin: 2em; max-width: 84em; }
-h1 { font-size: 1.4em; }
-table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #c8c8c8; padding: .5em .7em; vertical-align: top; text-align: left; }
-td { width: 26em; }
-thead th { background: #f2f2f2; }
-.meta { font-weight: normal; color: #555; font-size: .85em; }
-.double { color: #8a4b00; font-weight: bold; }
-.without { color: #8a4b00; font-weight: bold; }
-.num { font-size: 1.3em; font-weight: bold; }
-.best .num::after { content: " \\2605"; color: #b07800; }
-.ratio { color: #555; }
-.fail { background: #fff3f2; }
-.outcome { color: #b00020; font-weight: bold; }
-.finding { font-family: ui-monospace, monospace; }
-.fix { color: #1b5e20; }
-.short { color: #1b5e20; font-weight: bold; margin-top: .2em; }
-dl { display: grid; grid-template-columns: auto 1fr; gap: 0 .8em; margin: .4em 0 0; font-size: .9em; }
-dt { color: #555; }
-dd { margin: 0; font-variant-numeric: tabular-nums; }
-pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; padding: .3em; font-size: .8em; }
-img { max-width: 100%; height: auto; }
-.skipped { color: #8a4b00; }
-.surprise { color: #6a1b9a; font-weight: bold; }
-</style>
-</head>
-<body>
-<h1>Benchmark report</h1>
-<p>{{ comp.envs|length }} environment(s) x {{ comp.rows|length }} config(s). Output throughput from
-bench_serving; {% if comp.baseline %}&times; is the ratio to <b>{{ comp.baseline }}</b> where both ran ok;
-{% endif %}&#9733; marks the best environment per config. A number is the median of its measured runs
-(after a warm-up run where the spec asks for one), with their spread; a ratio within that spread is
-no difference. A failed cell shows triage's root cause and its whole fix, and is no bar in the chart.
-Each cell's outcome (runs / runs without FEATURE / blocked) stands beside the one validate expected
-before the launch; where they differ, a rule is wrong or the environment is not what its spec says.</p>
-{% if png %}
-<figure><img src="{{ png }}" alt="{{ alt }}"></figure>
-{% endif %}
-<table>
-<thead><tr><th>config</th>
-{% for env in comp.envs %}
-<th>{{ env.label }}
-<div class="meta">spec {{ env.spec }}{% if env.generation is not none %}, generation {{ env.generation }}{% endif %}</div>
-<div class="meta">{{ env.backend }}</div>
-{% for name, version in env.versions.items() %}<div class="meta">{{ name }} {{ version }}</div>{% endfor %}
-{% if comp.runs %}{% for line in comp.runs[loop.index0].lines %}<div class="meta{{ ' double' if 'TEST DOUBLE' in line else '' }}">{{ line }}</div>{% endfor %}{% endif %}
-</th>
-{% endfor %}
-</tr></thead>
-<tbody>
-{% for row in comp.rows %}
-<tr><th scope="row">{{ row.config }}</th>
-{% for cell in row.cells %}
-{% if cell is none %}
-<td class="meta">not run</td>
-{% elif cell.failure %}
-{% set f = cell.failure %}
-<td class="fail">
-<div class="outcome">{{ f.outcome }}{% if f.finding %}: <span class="finding">{{ f.finding }}</span>{% endif %}</div>
-{% if f.short_fix %}<div class="short">&rarr; {{ f.short_fix }}</div>{% endif %}
-<p>{{ f.message }}</p>
-{% if f.fix %}<p class="fix">fix: {{ f.fix }}</p>{% endif %}
-{% if f.log_text %}<pre>{% if f.line %}server log line {{ f.line }}: {% endif %}{{ f.log_text }}</pre>{% endif %}
-{% if cell.surprise %}<div class="surprise">expected: {{ cell.expected }}</div>{% endif %}
-<dl><dt>ended after</dt><dd>{{ cell.startup_s|seconds }}</dd></dl>
-</td>
-{% else %}
-{% set load = cell.load %}
-<td class="{{ 'ok best' if row.shows_best(cell) else 'ok' }}">
-<div class="num">{{ load.output_throughput|tok_s }}</div>
-{% if cell.ran_without %}<div class="without">{{ cell.without_text }}: the server turned it off, so this is not this config's number</div>{% endif %}
-{% if not loop.first and cell.ratio is not none %}<div class="ratio">{{ cell.ratio|ratio }} vs {{ comp.baseline }}{% if cell.within_noise %} <span class="without">(within the runs' spread: not a difference)</span>{% endif %}</div>{% endif %}
-{% if cell.spread_text %}<div class="meta">{{ cell.spread_text }}{% if cell.low is not none and cell.runs > 1 %} ({{ cell.low|tok_s }} to {{ cell.high|tok_s }}){% endif %}</div>{% endif %}
-<dl>
-<dt>TTFT</dt><dd>{{ load.median_ttft_ms|ms }} median, {{ load.p99_ttft_ms|ms }} p99</dd>
-<dt>TPOT</dt><dd>{{ load.median_tpot_ms|ms }} median, {{ load.p99_tpot_ms|ms }} p99</dd>
-<dt>ITL</dt><dd>{{ load.median_itl_ms|ms }} median, {{ load.p99_itl_ms|ms }} p99</dd>
-<dt>requests</dt><dd>{{ load.completed }} in {{ load.duration_s|seconds }}</dd>
-<dt>startup</dt><dd>{{ cell.startup_s|seconds }}</dd>
-<dt>outcome</dt><dd>{{ cell.outcome }}: {{ cell.result }}</dd>
-{% if cell.expected %}<dt>expected</dt><dd{% if cell.surprise %} class="surprise"{% endif %}>{{ cell.expected }}</dd>{% endif %}
-</dl>
-</td>
-{% endif %}
-{% endfor %}
-</tr>
-{% endfor %}
-</tbody>
-</table>
-{% if comp.skipped %}
-<h2>Results left out</h2>
-<p>These result.json files could not be read; every other cell is above.</p>
-<ul class="skipped">
-{% for s in comp.skipped %}<li><code>{{ s.path }}</code>: {{ s.problem }}; {{ s.hint }}</li>
-{% endfor %}
-</ul>
-{% endif %}
-</body>
-</html>
-"""
+# The page: envmgr/report/templates/report.html.j2 (jinja2, autoescaped: every value is escaped).
+TEMPLATE = "report.html.j2"
+
 
 
 def _html_environment() -> Environment:
     # autoescape everything: config names, summaries and log lines come from files anyone can write
-    env = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(loader=PackageLoader("envmgr.report", "templates"), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
     env.filters.update(tok_s=tok_s, ms=ms, seconds=seconds, ratio=ratio)
     return env
 
 
 def render_html(comp: Comparison, png: str | None = PNG_NAME) -> str:
     """One page, no external resources but the chart PNG (relative to the page) when given."""
-    return _html_environment().from_string(_PAGE).render(comp=comp, png=png, alt=chart_alt(comp))
+    return _html_environment().get_template(TEMPLATE).render(comp=comp, png=png, alt=chart_alt(comp))
 
 
 def write_html(comp: Comparison, path: Path, png: str | None = PNG_NAME, force: bool = True) -> Path:

@@ -85,7 +85,7 @@ def test_any_valid_spec_evaluates_and_plans(spec, observed):
     kb = default_knowledge_base()
     for f in findings:
         assert f.message and f.fix and f.severity in ("error", "warning", "info")
-        if f.id.startswith("flag-"):  # a flag check (envmgr/bench/flags.py), not a rule
+        if f.id.startswith("flag-"):  # a flag check (envmgr/compat/flags.py), not a rule
             continue
         for template_field in re.findall(r"\{\w+\}", kb.rule(f.id).message):
             assert template_field not in f.message  # every template field was filled

@@ -371,7 +371,7 @@ def test_observed_driver_used_when_spec_leaves_driver():
     assert "driver-too-old-for-cuda" not in fired({"driver": None})
 
 
-# Flag names, kinds and choices per sglang release come from envmgr/bench/sglang_flags.yaml
+# Flag names, kinds and choices per sglang release come from envmgr/compat/sglang_flags.yaml
 # (tests/unit/test_bench_flags.py); validate reports them like rules, per config.
 FLAG_CASES = {
     "flag-bad-choice": (cfg({"--moe-a2a-backend": "flashinfer_a2a"}), cfg({"--moe-a2a-backend": "deepep"})),

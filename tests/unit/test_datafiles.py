@@ -8,11 +8,11 @@ import os
 import pytest
 
 from envmgr import datafiles
-from envmgr.bench.flags import parse_flag_data
 from envmgr.bench.triage import parse_signatures
+from envmgr.compat.flags import parse_flag_data
 from envmgr.compat.kb import parse_knowledge_base
 
-SHIPPED = [("envmgr.bench", "sglang_flags.yaml", parse_flag_data),
+SHIPPED = [("envmgr.compat", "sglang_flags.yaml", parse_flag_data),
            ("envmgr.compat", "rules.yaml", parse_knowledge_base),
            ("envmgr.bench", "signatures.yaml", parse_signatures)]
 

@@ -313,6 +313,17 @@ def test_env_redacts_what_looks_like_a_credential():
     }
 
 
+def test_facts_and_specs_share_one_secret_rule():
+    """What a host's facts redact is what a spec's env redacts (envmgr.secrets, issue 28)."""
+    from envmgr.secrets import looks_secret
+
+    names = ["SGLANG_API_KEY", "NCCL_SECRET", "TORCH_PASSWORD_FILE", "CUDA_CREDENTIALS", "SGLANG_HF_TOKEN",
+             "CUDA_HOME", "NCCL_IB_HCA", "TORCH_KEYS_DIR", "SGLANG_TOKENIZER_PATH"]
+    parsed = parse_env(env_dump(**{name: "v" for name in names}))
+    assert {n for n, v in parsed.items() if v == REDACTED} == {n for n in names if looks_secret(n)} == {
+        "SGLANG_API_KEY", "NCCL_SECRET", "TORCH_PASSWORD_FILE", "CUDA_CREDENTIALS", "SGLANG_HF_TOKEN"}
+
+
 def test_env_empty_and_not_nul_separated():
     assert parse_env("") == {}
     with pytest.raises(FactsError, match="NUL"):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envmgr.bench.flags import check_flags
 from envmgr.bench.triage import triage_text
 from envmgr.compat import evaluate
+from envmgr.compat.flags import check_flags
 from envmgr.findings import Finding, root_cause
 from envmgr.spec import Spec
 

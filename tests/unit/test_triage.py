@@ -13,22 +13,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envmgr.bench.memory import UNLOGGED_AFTER_WEIGHTS_GB, UNLOGGED_BEFORE_WEIGHTS_GB, kv_pool_sizing, sglang_reserve_gb
 from envmgr.bench.render import render_findings, triage_command
 from envmgr.bench.triage import (
-    UNLOGGED_AFTER_WEIGHTS_GB,
-    UNLOGGED_BEFORE_WEIGHTS_GB,
     Triage,
     clean_line,
-    display,
-    kv_pool_sizing,
     load_signatures,
     parse_signatures,
-    sglang_reserve_gb,
     triage_file,
     triage_lines,
     triage_stream,
     triage_text,
 )
+from envmgr.bench.values import display
 from envmgr.cli import build_parser
 from envmgr.errors import KnowledgeBaseError, UsageError
 

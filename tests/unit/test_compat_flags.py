@@ -1,4 +1,4 @@
-"""SGLang's server flags per release (envmgr/bench/sglang_flags.yaml) and check_flags."""
+"""SGLang's server flags per release (envmgr/compat/sglang_flags.yaml) and check_flags."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envmgr.bench.flags import (
+from envmgr.compat.flags import (
     canonical_flag,
     check_flags,
     known_flags,
@@ -334,3 +334,16 @@ def test_cuda_graph_max_bs_per_release(version, expected):
         assert ("ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
                 "--cuda-graph-max-bs-prefill") in removed.message
         assert dict(removed.edit) == {"--cuda-graph-max-bs": False, "--cuda-graph-max-bs-decode": 128}
+
+
+def test_a_setting_is_read_under_any_of_its_spellings():
+    """One alias table (the flag data) for the parallel layout too (issue 28): the canonical name,
+    an alias, or a prefix argparse can only read as that flag; an ambiguous prefix is none."""
+    from envmgr.compat.flags import setting
+
+    assert setting({"--tensor-parallel-size": 4}, "--tp-size") == 4
+    assert setting({"--tp": 2}, "--tp-size") == 2  # argparse's abbreviation
+    assert setting({"--ep": 8, "--tp-size": 8}, "--ep-size") == 8
+    assert setting({"--tp-size": 8, "--tensor-parallel-size": 4}, "--tp-size") == 8  # the name wins
+    assert setting({"--pp": 2}, "--pp-size") is None  # --pp begins several flags
+    assert setting({"--dp-size": 2}, "--tp-size") is None

@@ -214,7 +214,7 @@ def _index(data: FlagData) -> dict[str, Entry]:
 @lru_cache(maxsize=1)
 def load_flag_table() -> FlagTable:
     """The flag data shipped with envmgr (read once per process, cached across runs)."""
-    return load_shipped("envmgr.bench", "sglang_flags.yaml", parse_flag_data)
+    return load_shipped("envmgr.compat", "sglang_flags.yaml", parse_flag_data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,6 +229,27 @@ def canonical_flag(name: str) -> str:
     """
     entry = load_flag_table().entries.get(name)
     return entry.canonical if entry and not entry.negation else name
+
+
+def setting(flags: Mapping[str, Any], canonical: str) -> Any:
+    """The value a config gives the flag ``canonical`` (``--tp-size``) under any of its spellings:
+    the name itself, an alias (``--tensor-parallel-size``), or a prefix argparse can only read as
+    it in every release envmgr knows (``--tp``). None when the config does not set it."""
+    names = [name for name in flags if _spelled(name) == canonical]
+    if not names:
+        return None
+    return flags[canonical] if canonical in names else flags[names[0]]
+
+
+@lru_cache(maxsize=4096)
+def _spelled(name: str) -> str | None:
+    """The canonical flag of a spelling, or of a prefix of spellings that all belong to one flag."""
+    entries = load_flag_table().entries
+    entry = entries.get(name)
+    if entry is not None:
+        return None if entry.negation else entry.canonical
+    owners = {e.canonical for s, e in entries.items() if s.startswith(name) and not e.negation}
+    return owners.pop() if len(owners) == 1 else None
 
 
 def known_flags(version: str | None = None) -> set[str]:
