@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from envmgr import __version__, failpoints
+from envmgr.backends import recorded_target
 from envmgr.builders.base import Build, Step, execute
 from envmgr.drift import Drift, compare
 from envmgr.errors import EnvmgrError, UsageError
@@ -90,7 +91,7 @@ def plan_for(loaded: LoadedSpec, builder: Builder,
              baseline: State) -> tuple[list[Action], list[Action], list[Step]]:
     """(actions, host prerequisites, the builder's steps) from ``baseline`` to ``loaded``.
     ``envmgr plan`` and ``apply`` both call this, so the steps shown are the steps executed."""
-    actions, needed = split_for_builder(plan(baseline, loaded.spec), builder.kind)
+    actions, needed = split_for_builder(plan(baseline, loaded.spec), builder.changes_host)
     return actions, needed, builder.steps(loaded, actions)  # a build with no action repairs drift
 
 
@@ -111,7 +112,7 @@ def apply(
             return ApplyResult("unchanged", previous=previous, generation=previous)
         builder.preflight(loaded)  # before a plan is shown or a generation started
         actions, needed, steps = plan_for(loaded, builder, baseline_of(previous))
-        _check_host_prerequisites(needed, loaded, builder.kind, progress)
+        _check_host_prerequisites(needed, loaded, builder.builds_here, progress)
         if not confirm(actions, steps):
             return ApplyResult("declined", actions, previous=previous, steps=steps)
         path = store.begin()
@@ -165,13 +166,14 @@ def apply(
     return ApplyResult("applied", actions, generation, previous, steps)
 
 
-def _check_host_prerequisites(needed: Sequence[Action], loaded: LoadedSpec, kind: str,
+def _check_host_prerequisites(needed: Sequence[Action], loaded: LoadedSpec, builds_here: bool,
                               progress: Progress) -> None:
-    """A venv on this host needs the host's driver and system toolkits as the spec says: checked
-    here, never installed (only ansible:// changes a host); an image needs them where it runs."""
+    """An environment made on this host (a venv: ``Builder.builds_here``) needs the host's driver
+    and system toolkits as the spec says: checked here, never installed (only a builder that
+    changes hosts does that); an image needs them where it runs."""
     if not needed:
         return
-    if kind != "venv":
+    if not builds_here:
         progress("needed on the host that runs it (not built here): " + "; ".join(a.summary() for a in needed))
         return
     from envmgr.facts import collect_facts
@@ -236,17 +238,9 @@ def rollback_refusal(gen: Generation) -> str | None:
 def _environment_missing(gen: Generation) -> str | None:
     """The built environment is gone (a venv deleted, an image removed): None when present
     or when that cannot be told from here (hosts of an ansible rollout, no Docker daemon)."""
-    kind, location = gen.meta.get("backend_kind"), gen.location
-    if not location:
-        return None
-    if kind == "venv" and not (Path(location) / "bin" / "python").exists():
-        return f"generation {gen.number}'s venv {location} is gone"
-    if kind == "docker":
-        from envmgr.targets.docker_engine import image_exists
-
-        if image_exists(location) is False:
-            return f"generation {gen.number}'s image {location[:19]} is no longer in the Docker engine"
-    return None
+    target = recorded_target(gen.meta.get("backend_kind"))
+    gone = target.gone(gen.location) if target is not None and gen.location else None
+    return f"generation {gen.number}'s {gone}" if gone else None
 
 
 def _is_unchanged(previous: Generation, loaded: LoadedSpec, kind: str,

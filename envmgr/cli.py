@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from envmgr import __version__
+from envmgr import __version__, backends
 from envmgr.errors import EnvmgrError, UsageError
 
 
@@ -299,8 +299,7 @@ def _confirm(yes: bool, show: bool):
     return ask
 
 
-@command(SPEC, opt("--backend", metavar="URL", help="venv://[PATH], docker://REPOSITORY[?base=IMAGE&wheelhouse=1], "
-                                     "ansible://GROUP?inventory=FILE (default: the spec's)"),
+@command(SPEC, opt("--backend", metavar="URL", help=f"{backends.forms(only_buildable=True)} (default: the spec's)"),
          opt("--yes", "-y", action="store_true", help="Do not ask before applying"), HOME, JSON)
 def cmd_apply(a: argparse.Namespace) -> int:
     """Build SPEC as a new generation beside the current one, then switch to it."""
@@ -330,8 +329,7 @@ def cmd_apply(a: argparse.Namespace) -> int:
     return 1 if result.status in ("probes-failed", "declined") else 0
 
 
-ENV = opt("--env", metavar="GEN|URL", help="current (default), a generation number, or a target URL "
-                                            "(venv:///path, docker://IMAGE:TAG, ansible://GROUP?inventory=FILE)")
+ENV = opt("--env", metavar="GEN|URL", help=f"current (default), a generation number, or a target URL ({backends.forms()})")
 
 
 @command(ENV, HOME, opt("--timeout", type=positive, default=3600.0, metavar="S",

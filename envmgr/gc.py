@@ -21,10 +21,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from envmgr import confine
+from envmgr.backends import recorded_target
 from envmgr.state import Generation, Store
 from envmgr.targets import docker_engine  # imports no docker SDK until asked
 
 DEFAULT_KEEP = 3
+# Garbage kinds of what a generation's environment leaves outside its folder (Target.leaves)
+FOLDER, IMAGE = "venv", "image"  # a venv made elsewhere (shown as such), an image in the engine
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,8 @@ def garbage(store: Store, keep: int = DEFAULT_KEEP) -> list[Garbage]:
     keep_numbers = kept(store, keep)
     generations = store.generations()
     kept_gens = [g for g in generations if g.number in keep_numbers]
-    kept_images = {g.location for g in kept_gens if _kind(g) == "docker"}
-    kept_places = [g.location for g in kept_gens if _kind(g) == "venv" and g.location]
+    kept_images = {g.location for g in kept_gens if _leaves(g) == "image"}
+    kept_places = [g.location for g in kept_gens if _leaves(g) == "folder" and g.location]
     found: list[Garbage] = []
     for gen in generations:
         if gen.number in keep_numbers:
@@ -72,18 +75,18 @@ def garbage(store: Store, keep: int = DEFAULT_KEEP) -> list[Garbage]:
             continue
         found.append(Garbage("generation", str(gen.path), 0, gen.number))
         location = gen.location
-        if _kind(gen) == "venv" and location and not confine.within(location, gen.path):
+        if _leaves(gen) == "folder" and location and not confine.within(location, gen.path):
             why = confine.ownership_problem(store.home, gen.number, location)
             if why is None and any(confine.within(p, location) for p in kept_places):
                 why = "a kept generation's environment lies inside it"
             if why is None:
-                found.append(Garbage("venv", location, 0, gen.number))
+                found.append(Garbage(FOLDER, location, 0, gen.number))
             elif Path(location).exists() or Path(location).is_symlink():
                 found.append(Garbage("refused", location, 0, gen.number, why))
-        if _kind(gen) == "docker" and location and location not in kept_images:
+        if _leaves(gen) == "image" and location and location not in kept_images:
             size = docker_engine.image_size(location)
             if size is not None:
-                found.append(Garbage("image", location, size, gen.number))
+                found.append(Garbage(IMAGE, location, size, gen.number))
                 kept_images.add(location)  # two old generations of one image: removed once
     found = _with_sizes(found)
     found += [Garbage("build-stage", image_id, size) for image_id, size in _build_stages(store)]
@@ -101,7 +104,7 @@ def collect(store: Store, items: list[Garbage], progress: Callable[[str], None])
         progress(f"removing {item.kind} {item.what} ({human(item.size_bytes)})")
         if item.kind == "generation" and item.generation is not None:
             store.remove(by_number[item.generation])
-        elif item.kind == "venv":
+        elif item.kind == FOLDER:
             assert item.generation is not None
             why = confine.ownership_problem(store.home, item.generation, item.what)  # again: it may have changed
             if why is not None:
@@ -119,7 +122,7 @@ def collect(store: Store, items: list[Garbage], progress: Callable[[str], None])
 def _with_sizes(items: list[Garbage]) -> list[Garbage]:
     """Each folder's size as what removing all of them frees: a file hard-linked from elsewhere
     (uv's cache, a kept generation) frees nothing, and one linked twice is counted once."""
-    trees = [Path(i.what) for i in items if i.kind in ("generation", "venv")]
+    trees = [Path(i.what) for i in items if i.kind in ("generation", FOLDER)]
     inodes: dict[tuple[int, int], list[int]] = {}  # (dev, ino) -> [blocks, links, links seen, first tree]
     for index, tree in enumerate(trees):
         for st in _files(tree):
@@ -131,7 +134,7 @@ def _with_sizes(items: list[Garbage]) -> list[Garbage]:
             sizes[first] += blocks
     out, index = [], 0
     for item in items:
-        if item.kind in ("generation", "venv"):
+        if item.kind in ("generation", FOLDER):
             item = Garbage(item.kind, item.what, sizes[index], item.generation, item.why)
             index += 1
         out.append(item)
@@ -163,8 +166,10 @@ def human(size: int) -> str:
     return f"{value:.1f} GB"  # pragma: no cover
 
 
-def _kind(gen: Generation) -> str | None:
-    return gen.meta.get("backend_kind")
+def _leaves(gen: Generation) -> str:
+    """What the generation's environment leaves outside its folder (``Target.leaves``)."""
+    target = recorded_target(gen.meta.get("backend_kind"))
+    return target.leaves if target is not None else ""
 
 
 def _build_stages(store: Store) -> list[tuple[str, int]]:

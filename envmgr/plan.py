@@ -273,12 +273,10 @@ def _env(current: State, spec: Spec) -> list[Action]:
     return actions
 
 
-# Builders that change a host itself; the others (a venv, an image) build only an environment.
-HOST_BUILDERS = frozenset({"ansible"})
-
-
-def split_for_builder(actions: list[Action], builder: str) -> tuple[list[Action], list[Action]]:
-    """(steps the builder executes, host prerequisites it needs but never does itself)."""
-    if builder in HOST_BUILDERS:
+def split_for_builder(actions: list[Action], changes_host: bool) -> tuple[list[Action], list[Action]]:
+    """(steps the builder executes, host prerequisites it needs but never does itself): a builder
+    that changes hosts (``Builder.changes_host``) does them all; a venv or an image builds only
+    an environment."""
+    if changes_host:
         return list(actions), []
     return [a for a in actions if a.scope != "host"], [a for a in actions if a.scope == "host"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,8 +32,7 @@ from envmgr.secrets import Redactor, secret_names, secret_names_of
 
 if TYPE_CHECKING:
     from envmgr.state import Generation, Store
-    from envmgr.targets.base import Target
-    from envmgr.targets.venv import Recorded
+    from envmgr.targets.base import Recorded, Target
 
 # Set by envmgr itself (a venv's folder and bin, a pip toolkit's prefix): shown even where
 # which variables are secrets is unknown.
@@ -72,14 +70,10 @@ def choose(name: str | None, home: Path | None) -> Chosen:
 
 
 def _check_url(url: str) -> None:
+    from envmgr.backends import target_class
     from envmgr.targets.urls import split_url
 
-    scheme, _, params = split_url(url)
-    unknown = sorted(set(params) - {"installer"})
-    if scheme == "venv" and unknown:
-        raise UsageError(f"{url}: a venv takes no parameter {', '.join(map(repr, unknown))}",
-                         hint="a '?', '#' or '%' that is part of the venv's path is written %3F, %23 and %25 "
-                              "(as envmgr prints URLs)")
+    target_class(split_url(url)[0]).check_url(url)
 
 
 def _built(store: Store, url: str) -> tuple[Generation, ...]:
@@ -99,31 +93,23 @@ def _builds(gen: Generation, scheme: str, path: str) -> bool:
         return False
     if built_scheme != scheme:
         return False
-    if scheme != "venv":
-        return built_path == path
-    # the same folder, by whatever path it is named
-    return any(p and os.path.realpath(p) == os.path.realpath(path) for p in (built_path, gen.location))
+    from envmgr.backends import target_class
+
+    return target_class(scheme).same_place(built_path, gen.location or "", path)
 
 
 def require_present(chosen: Chosen, target: Target) -> None:
-    """A venv that is gone, or a generation's venv without its recorded env, is an error:
-    commands never run in the host's python, nor without the spec's env."""
-    from envmgr.targets.venv import ENV_FILE, VenvTarget
-
-    if not isinstance(target, VenvTarget):
+    """An environment that is gone (a venv deleted, a generation's venv without its recorded env)
+    is an error: commands never run in the host's python, nor without the spec's env."""
+    absent = target.absent(bool(chosen.built_by))
+    if absent is None:
         return
-    missing = target.missing()
-    if missing is None and chosen.built_by and target.recorded_env_file() is None:
-        missing = f"its recorded environment {ENV_FILE} is gone (commands would lack the spec's env)"
-    if missing is None:
-        return
+    missing, how = absent
     if chosen.built_by:
         raise StateError(f"{chosen.label}: {missing}",
                          hint="`envmgr rollback` to a generation whose venv is there, or `envmgr apply SPEC` "
                               "again; `envmgr generations` lists them")
-    raise UsageError(f"{chosen.url}: {missing}",
-                     hint="name a venv by its folder, venv:///path/to/venv (it has bin/python); in the URL a "
-                          "'?', '#' or '%' of the path is written %3F, %23 and %25")
+    raise UsageError(f"{chosen.url}: {missing}", hint=how)
 
 
 # --- what may be printed ----------------------------------------------------------------------
@@ -166,9 +152,7 @@ def secrecy(env: Mapping[str, str], chosen: Chosen, target: Target) -> Secrecy:
 
 
 def _recorded(target: Target) -> Recorded | None:
-    from envmgr.targets.venv import VenvTarget
-
-    return target.recorded() if isinstance(target, VenvTarget) else None
+    return target.recorded()
 
 
 def shown(env: Mapping[str, str], secrets: Secrecy) -> dict[str, str]:
@@ -269,18 +253,5 @@ def run_there(target: Target, argv: Sequence[str], timeout: float) -> int:
 
 
 def shell_argv(target: Target) -> list[str]:
-    """The interactive shell for ``envmgr shell``: the user's $SHELL where the target runs
-    here, ``docker run -it`` of the image (the docker CLI needed) in a container."""
-    if target.runs_here:
-        return [os.environ.get("SHELL") or "/bin/sh"]
-    if target.scheme == "docker":
-        docker = shutil.which("docker")
-        if docker is None:
-            raise UsageError("an interactive shell in a container needs the docker CLI",
-                             hint="install docker's CLI, or run commands with `envmgr run --env ... -- CMD`")
-        image = target.url.removeprefix("docker://")
-        tty = ["-t"] if sys.stdin.isatty() else []  # commands piped in need no terminal
-        return [docker, "run", "--rm", "-i", *tty, "--network", "host", "--entrypoint", "/bin/sh", image]
-    raise UsageError(f"{target.scheme}:// has no interactive shell from here",
-                     hint="run commands with `envmgr run --env URL -- CMD` (every host, with the recorded env), "
-                          "or ssh to a host and `. /opt/envmgr/current-env/bin/activate`")
+    """The interactive shell for ``envmgr shell``: the target's own (``Target.shell_argv``)."""
+    return target.shell_argv()

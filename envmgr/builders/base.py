@@ -61,10 +61,20 @@ class Step:
 
 
 class Builder(Closing):
-    """Turns a spec into steps. Subclasses set ``kind`` and implement ``steps``."""
+    """Turns a spec into steps. Subclasses set ``kind`` (their backend's scheme), the flags, and
+    implement ``steps`` and ``default_url``."""
 
     kind: ClassVar[str] = ""
     can_check: ClassVar[bool] = False  # a check mode on the real target (ansible --check --diff)
+    # it provisions hosts themselves (drivers, system toolkits): a plan's host actions are its steps
+    changes_host: ClassVar[bool] = False
+    # the environment is made on this host, which must already have the spec's driver and toolkits
+    builds_here: ClassVar[bool] = False
+
+    @classmethod
+    def default_url(cls, spec: Spec) -> str:  # pragma: no cover - every builder gives its own
+        """The URL a spec's ``realize:`` section asks for, built from its parts."""
+        raise NotImplementedError
 
     def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:  # pragma: no cover
         raise NotImplementedError

@@ -29,13 +29,14 @@ from envmgr.ansible.probes import prepare_probes, save_probe_outputs
 from envmgr.ansible.runner import SITE_PLAYBOOK, run_playbook
 from envmgr.builders.base import Build, Builder, Realized, Step, execute
 from envmgr.secrets import Redactor
-from envmgr.targets.urls import parse_ansible_url
+from envmgr.targets.urls import make_url, parse_ansible_url
 from envmgr.wheelhouse import prepare_python_lock, prepare_toolkit_locks
 
 if TYPE_CHECKING:
     from envmgr.plan import Action
     from envmgr.progress import Progress
     from envmgr.spec.load import LoadedSpec
+    from envmgr.spec.models import Spec
 
 DATA_DIR = "ansible"  # under the generation's workdir
 
@@ -43,6 +44,11 @@ DATA_DIR = "ansible"  # under the generation's workdir
 class FleetBuilder(Builder):
     kind = "ansible"
     can_check = True
+    changes_host = True
+
+    @classmethod
+    def default_url(cls, spec: Spec) -> str:  # the inventory is read from the spec, relative to it
+        return make_url(cls.kind, spec.realize.ansible.group)
 
     def __init__(self, url: str) -> None:
         self.parts = parse_ansible_url(url)

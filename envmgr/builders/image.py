@@ -67,6 +67,10 @@ class ImageBuilder(Builder):
 
     kind = "docker"
 
+    @classmethod
+    def default_url(cls, spec: Spec) -> str:
+        return make_url(cls.kind, spec.realize.docker.tag or f"envmgr/{spec.metadata.name}")
+
     def __init__(self, url: str = "docker://") -> None:
         self.target = parse_docker_url(url)
         self._engine = LazyClient()

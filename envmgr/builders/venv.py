@@ -39,6 +39,11 @@ if TYPE_CHECKING:
 
 class VenvBuilder(Builder):
     kind = "venv"
+    builds_here = True
+
+    @classmethod
+    def default_url(cls, spec: Spec) -> str:
+        return make_url(cls.kind, spec.realize.venv.path)
 
     def __init__(self, url: str = "venv://") -> None:
         self.root = split_url(url)[1]  # where generations of the venv live; "" = in the generation

@@ -7,6 +7,7 @@ not a silently ignored setting.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Annotated, Any, Literal, Union
 from urllib.parse import urlsplit
@@ -21,9 +22,11 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    WithJsonSchema,
     model_validator,
 )
 
+from envmgr import backends
 from envmgr.versions import exact_pin, specifier_size_problem, version_size_problem
 
 API_VERSION = "envmgr/v1"
@@ -357,8 +360,22 @@ class AnsibleOptions(Model):
     max_fail_percentage: int = Field(0, ge=0, le=100, strict=True, description="Stop the rollout above this")
 
 
+def _check_backend(value: str) -> str:
+    known = backends.schemes()
+    if value not in known:
+        close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+        raise ValueError(f"{value!r} is no backend envmgr knows: one of {', '.join(known)}"
+                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return value
+
+
+# a scheme of envmgr.backends (the one list): checked against it, listed in the JSON Schema
+BackendName = Annotated[str, AfterValidator(_check_backend),
+                        WithJsonSchema({"type": "string", "enum": list(backends.schemes())})]
+
+
 class Realize(Model):
-    backend: Literal["venv", "docker", "ansible", "local"] = "venv"
+    backend: BackendName = "venv"
     venv: VenvOptions = VenvOptions()
     docker: DockerOptions = DockerOptions()
     ansible: AnsibleOptions = AnsibleOptions()

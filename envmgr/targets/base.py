@@ -7,9 +7,12 @@ Probes, facts, verify and benchmarks only ever call ``run`` (and ``start`` where
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
+
+from envmgr.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,15 @@ class Closing:
         self.close()
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """What a build recorded for its commands (a venv's ``envmgr-env.json``)."""
+
+    variables: dict[str, str]
+    path_prepend: tuple[str, ...] = ()
+    secrets: frozenset[str] | None = None  # None: a file that records no secret names (older, or not envmgr's)
+
+
 class Target(Closing):
     """Where commands run. Subclasses set the flags and implement ``run`` (and ``start``)."""
 
@@ -90,9 +102,59 @@ class Target(Closing):
     can_start: ClassVar[bool] = False  # long-running services (a server) via start()
     runs_here: ClassVar[bool] = False  # its processes are this machine's (process groups, ports)
 
+    # what of a built environment outlives its generation's folder, for gc: "folder" (a venv made
+    # elsewhere), "image" (in the Docker engine), "" (nothing, or the hosts' own)
+    leaves: ClassVar[str] = ""
+    verify_here: ClassVar[bool] = False  # `envmgr verify` of a generation runs testinfra here, in it
+
+    @classmethod
+    def from_url(cls, url: str) -> Target:
+        return cls(url)  # type: ignore[call-arg]  # subclasses take their URL (or say otherwise)
+
+    @classmethod
+    def at(cls, location: str) -> Target:
+        """The environment a generation recorded at ``location`` (a venv's path)."""
+        from envmgr.targets.urls import make_url
+
+        return cls.from_url(make_url(cls.scheme, location))
+
+    @classmethod
+    def check_url(cls, url: str) -> None:
+        """A clear error for a URL this target cannot run in (before anything runs)."""
+
+    @classmethod
+    def same_place(cls, built: str, location: str, named: str) -> bool:
+        """Whether the URL path ``named`` is the environment a generation built (URL path
+        ``built``, recorded ``location``)."""
+        return built == named
+
+    @classmethod
+    def gone(cls, location: str) -> str | None:
+        """What is gone of a generation's built environment (a deleted venv, a removed image), or
+        None when it is there or cannot be told from here."""
+        return None
+
     @property
     def url(self) -> str:  # a subclass gives a class attribute or a property
         return ""
+
+    def absent(self, from_generation: bool) -> tuple[str, str] | None:
+        """(what it lacks to run a command as the spec means it, how to name one that has it), or
+        None: a command must never run in the host's Python instead, nor without the spec's env.
+        ``from_generation``: a generation built it (its recorded env must be there too)."""
+        return None
+
+    def recorded(self) -> Recorded | None:
+        """The environment a build recorded for its commands (a venv's ``envmgr-env.json``)."""
+        return None
+
+    def shell_argv(self) -> list[str]:
+        """The interactive shell of ``envmgr shell``: the user's $SHELL where the target runs here."""
+        if self.runs_here:
+            return [os.environ.get("SHELL") or "/bin/sh"]
+        raise UsageError(f"{self.scheme}:// has no interactive shell from here",
+                         hint="run commands with `envmgr run --env URL -- CMD` (every host, with the recorded env), "
+                              "or ssh to a host and `. /opt/envmgr/current-env/bin/activate`")
 
     @property
     def interpreter(self) -> str:

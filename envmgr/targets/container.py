@@ -8,11 +8,13 @@ way, with an init process so that stopping the container reaps everything in it.
 
 from __future__ import annotations
 
+import shutil
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from envmgr.errors import BackendError, CommandNotFound, CommandTimeout
+from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, UsageError
 from envmgr.targets import inflight
 from envmgr.targets.base import CommandResult, Target, checked_argv
 from envmgr.targets.docker_engine import (
@@ -42,6 +44,7 @@ class ContainerTarget(Target):
     scheme = "docker"
     interpreter = VENV_PYTHON
     can_start = True
+    leaves = "image"
 
     def __init__(self, url: str) -> None:
         self._image = parse_docker_url(url).image
@@ -51,6 +54,22 @@ class ContainerTarget(Target):
     @property
     def url(self) -> str:
         return f"docker://{self._image}"
+
+    @classmethod
+    def gone(cls, location: str) -> str | None:
+        from envmgr.targets.docker_engine import image_exists
+
+        return f"image {location[:19]} is no longer in the Docker engine" if image_exists(location) is False else None
+
+    def shell_argv(self) -> list[str]:
+        """``docker run -it`` of the image (the docker CLI needed)."""
+        docker = shutil.which("docker")
+        if docker is None:
+            raise UsageError("an interactive shell in a container needs the docker CLI",
+                             hint="install docker's CLI, or run commands with `envmgr run --env ... -- CMD`")
+        image = self.url.removeprefix("docker://")
+        tty = ["-t"] if sys.stdin.isatty() else []  # commands piped in need no terminal
+        return [docker, "run", "--rm", "-i", *tty, "--network", "host", "--entrypoint", "/bin/sh", image]
 
     def run(self, argv: Sequence[str], timeout: float = 60.0,
             env: Mapping[str, str] | None = None) -> CommandResult:

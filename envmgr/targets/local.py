@@ -31,6 +31,10 @@ class LocalTarget(Target):
     can_start = True
     runs_here = True
 
+    @classmethod
+    def from_url(cls, url: str) -> LocalTarget:
+        return cls()
+
     def run(
         self,
         argv: Sequence[str],

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote, unquote, urlencode
 
+from envmgr import backends
 from envmgr.errors import UsageError
 from envmgr.spec import models
 
 if TYPE_CHECKING:
     from envmgr.spec.models import Spec
 
-SCHEMES = ("local", "venv", "docker", "ansible")
 INSTALLERS = ("uv", "pip")
 REPOSITORY_RE = re.compile(models.REPOSITORY_RE)
 IMAGE_REF_RE = re.compile(models.IMAGE_REF_RE)
@@ -32,15 +32,9 @@ PROBE_WHEN = ("changed", "always")
 
 
 def default_url(spec: Spec) -> str:
-    """The builder URL a spec asks for in ``realize:``, built from its parts."""
-    realize = spec.realize
-    if realize.backend == "docker":
-        return make_url("docker", realize.docker.tag or f"envmgr/{spec.metadata.name}")
-    if realize.backend == "venv":
-        return make_url("venv", realize.venv.path)
-    if realize.backend == "ansible":  # the builder reads the inventory from the spec, relative to it
-        return make_url("ansible", realize.ansible.group)
-    return "local://"
+    """The URL a spec asks for in ``realize:``, built from its parts by its backend's builder."""
+    builder = backends.builder_class(spec.realize.backend)
+    return builder.default_url(spec) if builder is not None else make_url(spec.realize.backend)
 
 
 def make_url(scheme: str, path: str = "", **params: str) -> str:
@@ -60,9 +54,8 @@ def url_path(path: str) -> str:
 def split_url(url: str) -> tuple[str, str, dict[str, str]]:
     """``venv:///x?installer=pip`` -> ``("venv", "/x", {"installer": "pip"})``."""
     scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in SCHEMES:
-        raise UsageError(f"not an environment URL: {url!r}",
-                         hint="use local://, venv://[PATH], docker://REPOSITORY or ansible://GROUP?inventory=FILE")
+    if not sep or scheme not in backends.schemes():
+        raise UsageError(f"not an environment URL: {url!r}", hint=f"use {backends.forms()}")
     path, _, query = rest.partition("?")
     params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
     return scheme, unquote(path, errors="surrogateescape"), params

@@ -12,15 +12,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envmgr.errors import BackendError
+from envmgr.errors import BackendError, UsageError
 from envmgr.records import read_env_file
-from envmgr.targets.base import CommandResult, Service, Target
+from envmgr.targets.base import CommandResult, Recorded, Service, Target
 from envmgr.targets.local import LocalTarget
-from envmgr.targets.urls import make_url
+from envmgr.targets.urls import make_url, split_url
 
 ENV_FILE = "envmgr-env.json"
 PATH_PREPEND = "PATH_PREPEND"  # the recorded directories that go before the host's PATH
@@ -33,21 +32,35 @@ def env_file_text(env: Mapping[str, Any], secrets: Iterable[str]) -> str:
     return json.dumps({**env, SECRET_NAMES: sorted(set(secrets))}, indent=2, sort_keys=True)
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """What a venv's ``ENV_FILE`` holds."""
-
-    variables: dict[str, str]
-    path_prepend: tuple[str, ...] = ()
-    secrets: frozenset[str] | None = None  # None: a file that records no secret names (older, or not envmgr's)
-
-
 class VenvTarget(Target):
     """A venv named by its path (``venv:///opt/envs/x``)."""
 
     scheme = "venv"
     can_start = True
     runs_here = True
+    leaves = "folder"  # a venv made outside its generation's folder (realize.venv.path)
+    verify_here = True
+
+    @classmethod
+    def from_url(cls, url: str) -> VenvTarget:
+        return cls(split_url(url)[1])
+
+    @classmethod
+    def check_url(cls, url: str) -> None:
+        unknown = sorted(set(split_url(url)[2]) - {"installer"})
+        if unknown:
+            raise UsageError(f"{url}: a venv takes no parameter {', '.join(map(repr, unknown))}",
+                             hint="a '?', '#' or '%' that is part of the venv's path is written %3F, %23 and %25 "
+                                  "(as envmgr prints URLs)")
+
+    @classmethod
+    def same_place(cls, built: str, location: str, named: str) -> bool:
+        """The same folder, by whatever path it is named."""
+        return any(p and os.path.realpath(p) == os.path.realpath(named) for p in (built, location))
+
+    @classmethod
+    def gone(cls, location: str) -> str | None:
+        return None if (Path(location) / "bin" / "python").exists() else f"venv {location} is gone"
 
     def __init__(self, path: str) -> None:
         if not path:
@@ -71,6 +84,15 @@ class VenvTarget(Target):
         if not os.access(self.interpreter, os.X_OK):
             return f"{self.path} is not a venv: it has no bin/python"
         return None
+
+    def absent(self, from_generation: bool) -> tuple[str, str] | None:
+        missing = self.missing()
+        if missing is None and from_generation and self.recorded_env_file() is None:
+            missing = f"its recorded environment {ENV_FILE} is gone (commands would lack the spec's env)"
+        if missing is None:
+            return None
+        return missing, ("name a venv by its folder, venv:///path/to/venv (it has bin/python); in the URL a "
+                         "'?', '#' or '%' of the path is written %3F, %23 and %25")
 
     def recorded(self) -> Recorded:
         """The recorded environment (empty when the venv has no ``ENV_FILE``)."""

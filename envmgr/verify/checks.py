@@ -244,7 +244,7 @@ def result_message(label: str, check: Check, ok: bool, found: str) -> str:
 def host_label(host: Host) -> str:
     """testinfra's own name for the host: ``docker://c1``, ``ssh://gpu01``, ``local://``."""
     label = str(host.backend.get_pytest_id())
-    return "local://" if label == "local" else label  # the URL it was reached by
+    return label if "://" in label else f"{label}://"  # the URL it was reached by ("local" is local://)
 
 
 Observation = tuple[bool, str]  # (ok, what was found, for people)

@@ -107,14 +107,15 @@ def verify_generation(generation, spec_path: Path | str | None, as_json: bool) -
     CUDA_HOME, PATH). Venv generations only: an image or a fleet is verified with --hosts."""
     import os
 
-    from envmgr.targets.venv import VenvTarget
+    from envmgr.backends import recorded_target
 
     kind = generation.meta.get("backend_kind")
-    if kind != "venv" or not generation.location:
+    target = recorded_target(kind)
+    if target is None or not target.verify_here or not generation.location:
         raise UsageError(f"generation {generation.number} is a {kind} environment: verify it with --hosts",
                          hint="envmgr verify SPEC --hosts docker://CONTAINER (a container of the image) "
                               "or ansible://GROUP?ansible_inventory=FILE")
-    venv = VenvTarget(generation.location)
+    venv = target.at(generation.location)
     saved = dict(os.environ)
     os.environ.update(venv.environment())  # testinfra's local:// runs its commands with this env
     try:
