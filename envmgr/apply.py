@@ -28,6 +28,7 @@ from envmgr.state import Generation, Store, current_spec
 
 if TYPE_CHECKING:
     from envmgr.builders.base import Builder
+    from envmgr.facts.model import Facts
     from envmgr.progress import Progress
     from envmgr.targets.base import Target
 
@@ -85,6 +86,28 @@ def baseline_of(previous: Generation | None) -> State:
     if previous is None:
         return State(label="nothing (first generation)")
     return state_from_spec(current_spec(previous).spec, f"generation {previous.number}")
+
+
+def planned_from(loaded: LoadedSpec, other: LoadedSpec | None, facts: Facts | None, facts_label: str | None,
+                 current_of: Callable[[], Generation | None]) -> tuple[State, Facts | None]:
+    """What ``envmgr plan`` plans from, and the facts the rules see: another spec (``--from``),
+    recorded facts (``--facts``), else the current generation (what apply builds beside, from
+    its spec; built from this very spec: nothing to plan), else this host's facts. The store
+    is read (``current_of``) only when it decides."""
+    if other is not None:
+        return state_from_spec(other.spec, f"spec {other.spec.metadata.name} ({other.path})"), facts
+    current = current_of() if facts is None else None
+    if current is not None:
+        same = current.meta.get("spec_digest") == loaded.digest  # its recorded copy has secrets redacted
+        return state_from_spec(loaded.spec if same else current_spec(current).spec,
+                               f"generation {current.number} (current{', this spec' if same else ''})"), None
+    if facts is None:
+        from envmgr.facts import collect_facts
+        from envmgr.targets.local import LocalTarget
+
+        with LocalTarget() as local:
+            facts = collect_facts(local)
+    return state_from_facts(facts, facts_label or "local://"), facts
 
 
 def plan_for(loaded: LoadedSpec, builder: Builder,

@@ -144,7 +144,6 @@ def cmd_validate(a: argparse.Namespace) -> int:
 def cmd_plan(a: argparse.Namespace) -> int:
     """What applying SPEC would change (from the current generation, else this host): exit 0 no changes, 2 changes, 1 error."""
     from envmgr.compat import check
-    from envmgr.plan import state_from_facts, state_from_spec
     from envmgr.spec import load_spec
 
     loaded = load_spec(a.spec)
@@ -152,31 +151,16 @@ def cmd_plan(a: argparse.Namespace) -> int:
         if a.from_ is not None or a.facts is not None:
             raise UsageError("give --backend, or --from/--facts, not both")
         return _plan_on_hosts(loaded, a.backend, a.json, a.progress)
-    observed = _load_facts(a.facts)
-    if a.from_ is not None:
-        if a.facts is not None:
-            raise UsageError("give --from or --facts, not both")
-        base = load_spec(a.from_)
-        current = state_from_spec(base.spec, f"spec {base.spec.metadata.name} ({a.from_})")
-    elif observed is None and (generation := _current_generation(a.home)) is not None:
-        # apply builds beside the current generation, from its spec: so does the plan
-        from envmgr.state import current_spec
-
-        # built from this very spec: nothing to plan (its recorded copy has the secrets redacted)
-        same = generation.meta.get("spec_digest") == loaded.digest
-        current = state_from_spec(loaded.spec if same else current_spec(generation).spec,
-                                  f"generation {generation.number} (current{', this spec' if same else ''})")
-    else:
-        if observed is None:
-            from envmgr.facts import collect_facts
-            from envmgr.targets.local import LocalTarget
-
-            with LocalTarget() as local:
-                observed = collect_facts(local)
-        current = state_from_facts(observed, "local://" if a.facts is None else str(a.facts))
-    from envmgr.apply import plan_for
+    if a.from_ is not None and a.facts is not None:
+        raise UsageError("give --from or --facts, not both")
+    from envmgr.apply import plan_for, planned_from
     from envmgr.builders import open_builder
     from envmgr.targets.urls import default_url
+
+    observed = _load_facts(a.facts)
+    current, observed = planned_from(loaded, load_spec(a.from_) if a.from_ is not None else None,
+                                     observed, str(a.facts) if a.facts is not None else None,
+                                     lambda: _current_generation(a.home))
 
     findings = check(loaded, observed)
     with open_builder(default_url(loaded.spec)) as builder:  # the spec's realize.backend builds it
