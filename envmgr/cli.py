@@ -748,7 +748,9 @@ def main(argv: list[str] | None = None) -> int:
         args.progress = TerminalProgress(verbose=args.verbose, quiet=args.quiet)
         try:
             with _stop_on_signals():
-                return args.func(args)
+                code = args.func(args)
+                sys.stdout.flush()  # here, not at exit: a reader that has gone is seen below
+                return code
         finally:
             args.progress.close()
     except BadArguments as exc:  # argparse's own message, after the usage line it printed
@@ -761,6 +763,11 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         return _failed(exc, 1, as_json)
+    except BrokenPipeError as exc:
+        if not _stdout_closed():  # a pipe of envmgr's own (a socket, a tool's stdin): an error
+            return _failed(EnvmgrError(f"{exc.strerror or exc}", hint="--debug shows where it happened"), 1,
+                           as_json, kind="OSError")
+        return _reader_gone()
     except OSError as exc:  # the machine said no (a full disk, a path that vanished): not a bug
         if debug:
             raise
@@ -772,6 +779,28 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(EnvmgrError(f"stopped by {name}"), 128 + exc.signum, as_json, kind=name, plain=True)
     except KeyboardInterrupt:
         return _failed(EnvmgrError("interrupted"), 130, as_json, kind="KeyboardInterrupt", plain=True)
+
+
+def _stdout_closed() -> bool:
+    """Whether what reads envmgr's stdout has gone (``envmgr validate ... | head -1``): a pipe
+    with no reader polls as an error."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test's capture): not that
+        return False
+
+
+def _reader_gone() -> int:
+    """Stop quietly, as a Unix tool killed by SIGPIPE does (exit 128 + 13): what is left of the
+    output goes nowhere, so the interpreter's last flush does not complain either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _failed(error: EnvmgrError, code: int, as_json: bool, *, kind: str | None = None,

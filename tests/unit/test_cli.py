@@ -289,3 +289,17 @@ def test_declining_the_prompt_applies_nothing_and_exits_1(capsys, tmp_path, monk
     assert rc == 1 and "nothing applied: declined at the prompt" in out
     assert "[1/4] resolve 1 package pins" in " ".join(err.split())  # the steps were shown before asking
     assert not any((tmp_path / "home" / "generations").iterdir())
+
+
+@pytest.mark.parametrize("argv", [["validate", str(SPECS / "cuda13.yaml")], ["schema"]])
+def test_a_reader_that_goes_away_ends_envmgr_quietly_like_a_unix_tool(argv):
+    """`envmgr validate ... | head -1` (issue 29): no "error: Broken pipe", and exit 128+SIGPIPE
+    as `yes | head -1` has it, not 1 (which reads as "has errors")."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "envmgr", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # before envmgr has written anything: its first write meets no reader
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGPIPE
+    assert err == b""
