@@ -60,7 +60,10 @@ HOME = opt("--home", type=Path, metavar="DIR", help="State directory (default: $
 
 COMMANDS: list[tuple[str, Callable[[argparse.Namespace], int], tuple[Opt, ...]]] = []
 # What each command's exit code means (shown under its --help; a test checks every command has one).
-# Every command also exits 2 for a command line it rejects, and 130 / 128+N when interrupted.
+# Every command also exits USAGE for a command line it rejects (never 2, which plan and status
+# say "changes" / "drift" with), 141 when what reads its output goes away, and 130 / 128+N when
+# interrupted.
+USAGE = 64  # EX_USAGE of sysexits.h
 EXIT_CODES = {
     "validate": "0 no error finding, 1 an error finding or an error",
     "plan": "0 no changes, 2 changes, 1 an error",
@@ -694,7 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
         doc = inspect.cleandoc(func.__doc__ or "")
         summary = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, whole
         sub = commands.add_parser(name, help=summary, description=doc, parents=[common],
-                                  epilog=f"exit codes: {EXIT_CODES[name]}; 2 a command line it rejects",
+                                  epilog=f"exit codes: {EXIT_CODES[name]}; {USAGE} a command line it rejects",
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         for o in options:
             sub.add_argument(*o.names, **o.kwargs)
@@ -742,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
-            return 2
+            return USAGE
         from envmgr.report.progress import TerminalProgress
 
         args.progress = TerminalProgress(verbose=args.verbose, quiet=args.quiet)
@@ -755,7 +758,7 @@ def main(argv: list[str] | None = None) -> int:
             args.progress.close()
     except BadArguments as exc:  # argparse's own message, after the usage line it printed
         return _failed(UsageError(exc.message, hint=f"`envmgr {exc.command} --help` lists the options"
-                                  if exc.command else "`envmgr --help` lists the commands"), 2, as_json,
+                                  if exc.command else "`envmgr --help` lists the commands"), USAGE, as_json,
                        show=False)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -139,12 +139,13 @@ def test_debug_shows_the_exception(tmp_path):
 
 
 def test_usage_error_exit_code(capsys):
+    """64 (EX_USAGE): never 2, which plan says "changes" with and status "drift" (issue 29)."""
     rc, _, err = run(capsys, "plan")
-    assert rc == 2 and "usage: envmgr plan" in err and "SPEC" in err
+    assert rc == 64 and "usage: envmgr plan" in err and "SPEC" in err
     rc, _, err = run(capsys, "validate", "--no-such-option", str(SPECS / "cuda13.yaml"))
-    assert rc == 2 and "--no-such-option" in err
+    assert rc == 64 and "--no-such-option" in err
     rc, _, err = run(capsys)
-    assert rc == 2 and "validate" in err  # no command: the list of commands
+    assert rc == 64 and "validate" in err  # no command: the list of commands
 
 
 def test_facts_json_is_a_facts_document(capsys):
@@ -252,8 +253,8 @@ def test_json_commands_print_a_json_error_with_the_same_exit_code(capsys, args):
 def test_a_rejected_command_line_is_a_json_error_too(capsys):
     rc = main(["plan", "--json", "--no-such-option", str(SPECS / "cuda13.yaml")])
     out, err = capsys.readouterr()
-    assert rc == 2 and json.loads(out)["error"]["type"] == "UsageError"
-    assert json.loads(out)["exit_code"] == 2 and "unrecognized arguments" in err
+    assert rc == 64 and json.loads(out)["error"]["type"] == "UsageError"
+    assert json.loads(out)["exit_code"] == 64 and "unrecognized arguments" in err  # not plan's "changes"
 
 
 def test_rollback_reports_in_json(capsys, tmp_path):
