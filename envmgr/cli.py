@@ -77,7 +77,7 @@ EXIT_CODES = {
     "generations": "0 listed, 1 an error",
     "rollback": "0 switched, 1 refused or an error",
     "status": "0 installed = lock, 2 drift, 1 the environment is missing or an error",
-    "probe": "0 nothing unexpected, 1 a probe erred, disagreed with its prediction or failed unforeseen",
+    "probe": "0 something tested and nothing unexpected, 1 every probe skipped, or a probe erred, disagreed with its prediction or failed unforeseen",
     "triage": "0 no known failure, 1 a failure, 2 only feature-off warnings",
     "bench": "0 every cell ran its load, 1 a cell crashed, hung, timed out or was skipped, or an error",
     "report": "0 written, 1 no results or an error",

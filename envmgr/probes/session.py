@@ -43,8 +43,15 @@ class ProbeReport:
         return result.status == "fail" and not foreseen
 
     @property
+    def tested(self) -> bool:
+        """Whether any probe tested anything (passed or failed): all skipped is no answer."""
+        return any(r.status in ("pass", "fail") for r in self.results)
+
+    @property
     def ok(self) -> bool:
-        return not any(self.unexpected(r) for r in self.results)
+        """Nothing unexpected, and something was tested (the apply gate fails a skipped required
+        probe too: "every probe skipped" is not "ok")."""
+        return self.tested and not any(self.unexpected(r) for r in self.results)
 
     def to_dict(self) -> dict[str, Any]:
         rows = []
@@ -53,7 +60,7 @@ class ProbeReport:
             rows.append({**r.to_dict(), "predicted": p.outcome if p else None,
                          "predicted_by": list(p.rules) if p else [], "agreement": self.verdict(r),
                          "unexpected": self.unexpected(r)})
-        return {"target": self.target, "python": self.python, "spec": self.spec, "ok": self.ok,
+        return {"target": self.target, "python": self.python, "spec": self.spec, "ok": self.ok, "tested": self.tested,
                 "recorded": self.recorded, "results": rows}
 
 

@@ -175,7 +175,10 @@ def render_probes(report, out: Printer | None = None) -> None:
                          "a rule is wrong or the stack is broken", INDENT, "bold red")
     if report.recorded:
         out.line((f"recorded in {report.recorded}", "dim"))
-    out.line(("ok", "green") if report.ok else ("unexpected results above", "bold red"))
+    if not report.tested:
+        out.line(("nothing tested: every probe skipped (see why above); no answer is no pass", "bold red"))
+    else:
+        out.line(("ok", "green") if report.ok else ("unexpected results above", "bold red"))
 
 
 def render_cells(cells, out: Printer | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -156,3 +157,24 @@ def test_unknown_probe_is_a_usage_error():
 
     with pytest.raises(UsageError, match="unknown probe"):
         runner.select(["gpu", "nope"])
+
+
+def test_a_run_where_every_probe_skipped_is_no_pass():
+    """Issue 29: "ok" needs something tested; every probe skipped is no answer (the apply gate
+    fails a skipped required probe too)."""
+    from envmgr.probes.runner import ProbeResult
+    from envmgr.probes.session import ProbeReport
+
+    skipped = ProbeReport("local://", "python3", None, [ProbeResult("gpu", "skip", "no NVIDIA driver here")])
+    assert not skipped.tested and not skipped.ok and skipped.to_dict()["tested"] is False
+    tested = ProbeReport("local://", "python3", None, [ProbeResult("gpu", "skip", "no driver"),
+                                                       ProbeResult("toolchain_arch", "pass", "sm_90 in nvcc")])
+    assert tested.tested and tested.ok
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU here: the gpu probe tests something")
+def test_envmgr_probe_says_when_nothing_was_tested_and_exits_1(capsys):
+    from envmgr.cli import main
+
+    assert main(["probe", "--target", "local://", "--only", "gpu"]) == 1
+    assert "nothing tested: every probe skipped" in capsys.readouterr().out
