@@ -673,26 +673,54 @@ class Parser(argparse.ArgumentParser):
     """argparse, except that a rejected command line is an exception main() reports (plain
     text, and a JSON object under --json), not an exit from inside the parser."""
 
+    commands: dict[str, Parser]  # the top-level parser's: each command's own
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse, but a word a command does not take is that command's error (its usage,
+        a did-you-mean among its options), and -q with -v is refused wherever each was given."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        command = getattr(self, "commands", {}).get(getattr(parsed, "command", None) or "")
+        if extras:
+            (command or self).error(f"unrecognized arguments: {' '.join(extras)}")
+        if getattr(parsed, "quiet", False) and getattr(parsed, "verbose", False):
+            (command or self).error("argument -v/--verbose: not allowed with argument -q/--quiet")
+        return parsed
+
     def error(self, message: str) -> NoReturn:
+        message += self._did_you_mean(message)
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         command = self.prog.split(" ", 1)[1] if " " in self.prog else None
         raise BadArguments(message, command)
+
+    def _did_you_mean(self, message: str) -> str:
+        """``unrecognized arguments: --form x`` -> ``; did you mean --from?`` (an option of this command)."""
+        import difflib
+
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        options = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
+        guesses = []
+        for word in message.split(":", 1)[1].split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.6)
+                guesses += [f"{close[0]} for {word}"] if close else []
+        return f"; did you mean {', '.join(guesses)}?" if guesses else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="envmgr", description="Declarative environment and upgrade manager for GPU inference hosts.",
         epilog="`envmgr COMMAND --help` says what each command takes and what its exit codes mean.")
+    parser.commands = {}
     parser.add_argument("--version", action="version", version=f"envmgr {__version__}")
     parser.add_argument("--debug", action="store_true", help="Show tracebacks (also ENVMGR_DEBUG=1)")
+    # how much progress shows on stderr: before the command (envmgr -q apply) or after it; the
+    # command's copies default to SUPPRESS so that they never undo what was given before it
+    _loudness(parser, default=False)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    # every command takes these: how much progress shows on stderr
     common = Parser(add_help=False)
-    loudness = common.add_mutually_exclusive_group()
-    loudness.add_argument("-q", "--quiet", action="store_true", help="No progress on stderr (results and errors still)")
-    loudness.add_argument("-v", "--verbose", action="store_true",
-                          help="Every progress line, tools' output included (default on a terminal: one live line)")
+    _loudness(common, default=argparse.SUPPRESS)
     for name, func, options in COMMANDS:
         doc = inspect.cleandoc(func.__doc__ or "")
         summary = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, whole
@@ -702,7 +730,16 @@ def build_parser() -> argparse.ArgumentParser:
         for o in options:
             sub.add_argument(*o.names, **o.kwargs)
         sub.set_defaults(func=func)
+        parser.commands[name] = sub
     return parser
+
+
+def _loudness(parser: argparse.ArgumentParser, default: Any) -> None:
+    loudness = parser.add_mutually_exclusive_group()
+    loudness.add_argument("-q", "--quiet", action="store_true", default=default,
+                          help="No progress on stderr (results and errors still)")
+    loudness.add_argument("-v", "--verbose", action="store_true", default=default,
+                          help="Every progress line, tools' output included (default on a terminal: one live line)")
 
 
 class Terminated(KeyboardInterrupt):

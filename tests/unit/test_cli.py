@@ -304,3 +304,22 @@ def test_a_reader_that_goes_away_ends_envmgr_quietly_like_a_unix_tool(argv):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGPIPE
     assert err == b""
+
+
+def test_progress_options_go_before_or_after_the_command(capsys):
+    """Issue 29: `envmgr -q plan ...` as `envmgr plan -q ...`; -q with -v refused wherever each is."""
+    from envmgr.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["-q", "validate", "x.yaml"], ["validate", "-q", "x.yaml"]):
+        args = parser.parse_args(argv)
+        assert (args.quiet, args.verbose) == (True, False), argv
+    assert build_parser().parse_args(["validate", "x.yaml"]).quiet is False
+    assert main(["-q", "validate", str(SPECS / "cuda128.yaml"), "-v"]) == 64
+    assert "not allowed with argument -q/--quiet" in capsys.readouterr().err
+
+
+def test_a_misspelt_option_gets_a_did_you_mean_from_its_command(capsys):
+    assert main(["plan", str(SPECS / "cuda13.yaml"), "--form", str(SPECS / "cuda128.yaml")]) == 64
+    err = capsys.readouterr().err
+    assert "usage: envmgr plan" in err and "did you mean --from for --form?" in err
