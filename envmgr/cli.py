@@ -24,9 +24,10 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable
 
 from envmgr import __version__, backends
+from envmgr.commandline import USAGE, BadArguments, Parser, loudness, reader_gone, stdout_closed
 from envmgr.errors import EnvmgrError, UsageError
 
 
@@ -63,7 +64,6 @@ COMMANDS: list[tuple[str, Callable[[argparse.Namespace], int], tuple[Opt, ...]]]
 # Every command also exits USAGE for a command line it rejects (never 2, which plan and status
 # say "changes" / "drift" with), 141 when what reads its output goes away, and 130 / 128+N when
 # interrupted.
-USAGE = 64  # EX_USAGE of sysexits.h
 EXIT_CODES = {
     "validate": "0 no error finding, 1 an error finding or an error",
     "plan": "0 no changes, 2 changes, 1 an error",
@@ -186,7 +186,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
          opt("--force", action="store_true", help="Replace CHILD.yaml if it exists (never SPEC or a file it extends)"),
          JSON)
 def cmd_advise(a: argparse.Namespace) -> int:
-    """For each error finding, the nearest known release that clears it: exit 0 all clearable, 1 not."""
+    """For each config validate calls blocked, the smallest known move that clears it: exit 0 all clearable, 1 not."""
     import yaml
 
     from envmgr.compat.advise import advise, best, child_spec, upgrade
@@ -660,54 +660,6 @@ def cmd_schema(a: argparse.Namespace) -> int:
 # Parsing and the entry point
 
 
-class BadArguments(Exception):
-    """argparse rejected the command line (it has printed the usage and the message)."""
-
-    def __init__(self, message: str, command: str | None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.command = command
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, except that a rejected command line is an exception main() reports (plain
-    text, and a JSON object under --json), not an exit from inside the parser."""
-
-    commands: dict[str, Parser]  # the top-level parser's: each command's own
-
-    def parse_args(self, args=None, namespace=None):
-        """As argparse, but a word a command does not take is that command's error (its usage,
-        a did-you-mean among its options), and -q with -v is refused wherever each was given."""
-        parsed, extras = self.parse_known_args(args, namespace)
-        command = getattr(self, "commands", {}).get(getattr(parsed, "command", None) or "")
-        if extras:
-            (command or self).error(f"unrecognized arguments: {' '.join(extras)}")
-        if getattr(parsed, "quiet", False) and getattr(parsed, "verbose", False):
-            (command or self).error("argument -v/--verbose: not allowed with argument -q/--quiet")
-        return parsed
-
-    def error(self, message: str) -> NoReturn:
-        message += self._did_you_mean(message)
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        command = self.prog.split(" ", 1)[1] if " " in self.prog else None
-        raise BadArguments(message, command)
-
-    def _did_you_mean(self, message: str) -> str:
-        """``unrecognized arguments: --form x`` -> ``; did you mean --from?`` (an option of this command)."""
-        import difflib
-
-        if not message.startswith("unrecognized arguments:"):
-            return ""
-        options = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
-        guesses = []
-        for word in message.split(":", 1)[1].split():
-            if word.startswith("--"):
-                close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.6)
-                guesses += [f"{close[0]} for {word}"] if close else []
-        return f"; did you mean {', '.join(guesses)}?" if guesses else ""
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="envmgr", description="Declarative environment and upgrade manager for GPU inference hosts.",
@@ -717,10 +669,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="Show tracebacks (also ENVMGR_DEBUG=1)")
     # how much progress shows on stderr: before the command (envmgr -q apply) or after it; the
     # command's copies default to SUPPRESS so that they never undo what was given before it
-    _loudness(parser, default=False)
+    loudness(parser, default=False)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     common = Parser(add_help=False)
-    _loudness(common, default=argparse.SUPPRESS)
+    loudness(common, default=argparse.SUPPRESS)
     for name, func, options in COMMANDS:
         doc = inspect.cleandoc(func.__doc__ or "")
         summary = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, whole
@@ -732,14 +684,6 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(func=func)
         parser.commands[name] = sub
     return parser
-
-
-def _loudness(parser: argparse.ArgumentParser, default: Any) -> None:
-    loudness = parser.add_mutually_exclusive_group()
-    loudness.add_argument("-q", "--quiet", action="store_true", default=default,
-                          help="No progress on stderr (results and errors still)")
-    loudness.add_argument("-v", "--verbose", action="store_true", default=default,
-                          help="Every progress line, tools' output included (default on a terminal: one live line)")
 
 
 class Terminated(KeyboardInterrupt):
@@ -804,10 +748,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return _failed(exc, 1, as_json)
     except BrokenPipeError as exc:
-        if not _stdout_closed():  # a pipe of envmgr's own (a socket, a tool's stdin): an error
+        if not stdout_closed():  # a pipe of envmgr's own (a socket, a tool's stdin): an error
             return _failed(EnvmgrError(f"{exc.strerror or exc}", hint="--debug shows where it happened"), 1,
                            as_json, kind="OSError")
-        return _reader_gone()
+        return reader_gone()
     except OSError as exc:  # the machine said no (a full disk, a path that vanished): not a bug
         if debug:
             raise
@@ -819,28 +763,6 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(EnvmgrError(f"stopped by {name}"), 128 + exc.signum, as_json, kind=name, plain=True)
     except KeyboardInterrupt:
         return _failed(EnvmgrError("interrupted"), 130, as_json, kind="KeyboardInterrupt", plain=True)
-
-
-def _stdout_closed() -> bool:
-    """Whether what reads envmgr's stdout has gone (``envmgr validate ... | head -1``): a pipe
-    with no reader polls as an error."""
-    import select
-
-    try:
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(events & select.POLLERR for _, events in poller.poll(0))
-    except (OSError, ValueError, AttributeError):  # no real stdout (a test's capture): not that
-        return False
-
-
-def _reader_gone() -> int:
-    """Stop quietly, as a Unix tool killed by SIGPIPE does (exit 128 + 13): what is left of the
-    output goes nowhere, so the interpreter's last flush does not complain either."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return 128 + signal.SIGPIPE
 
 
 def _failed(error: EnvmgrError, code: int, as_json: bool, *, kind: str | None = None,
