@@ -549,9 +549,14 @@ def cmd_probe(a: argparse.Namespace) -> int:
 @command(opt("log", type=Path, metavar="LOG", help="SGLang server log"), JSON)
 def cmd_triage(a: argparse.Namespace) -> int:
     """Explain a server log: exit 0 no known failure, 1 a failure, 2 only feature-off warnings (--json: a list)."""
-    from envmgr.bench.render import triage_command
+    from envmgr.bench.render import exit_code, read_findings, render_findings
 
-    return triage_command(a.log, a.json)
+    findings = read_findings(a.log)
+    if a.json:
+        _emit([f.to_dict() for f in findings])
+    else:
+        render_findings(str(a.log), findings)
+    return exit_code(findings)
 
 
 @command(SPEC,
@@ -634,17 +639,23 @@ def cmd_report(a: argparse.Namespace) -> int:
          HOME, JSON)
 def cmd_verify(a: argparse.Namespace) -> int:
     """Check hosts against SPEC with testinfra (default: the current generation): exit 0 all pass, 1 a check failed or an error."""
-    from envmgr.verify.run import verify_command, verify_generation
+    from envmgr.verify.run import render, results_document, verify_generation, verify_hosts
 
     if a.hosts:
         if a.spec is None:
             raise UsageError("give the SPEC to verify the hosts against", hint="envmgr verify SPEC --hosts URL")
-        return verify_command(a.spec, a.hosts, a.lock, a.python, a.json)
-    generation = _current_generation(a.home)
-    if generation is None:
-        raise UsageError("no current generation to verify, and no --hosts given",
-                         hint="envmgr verify SPEC --hosts URL, or `envmgr apply SPEC` first")
-    return verify_generation(generation, a.spec, a.json)
+        done = verify_hosts(a.spec, a.hosts, a.lock, a.python)
+    else:
+        generation = _current_generation(a.home)
+        if generation is None:
+            raise UsageError("no current generation to verify, and no --hosts given",
+                             hint="envmgr verify SPEC --hosts URL, or `envmgr apply SPEC` first")
+        done = verify_generation(generation, a.spec)
+    if a.json:
+        _emit(results_document(done.spec_path, done.spec, done.hosts, done.results))
+    else:
+        render(done.spec.metadata.name, done.results)
+    return 0 if done.ok else 1
 
 
 @command()

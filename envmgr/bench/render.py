@@ -1,4 +1,5 @@
-"""Human and machine output of triage findings, and what ``envmgr triage LOG`` does.
+"""Human output of triage findings, the findings of a log file and their exit code, for
+``envmgr triage LOG`` (``cli.cmd_triage``: read, then render or emit JSON, like every command).
 
 Exit codes of ``envmgr triage``: 0 the log shows no known failure, 1 it shows at least one
 (like ``envmgr validate`` with an error finding), and 1 with a message for an unreadable log
@@ -8,7 +9,6 @@ first, each with at least id, line (1-based), message, fix and values.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from envmgr.bench.triage import triage_file
@@ -17,18 +17,17 @@ from envmgr.findings import Finding
 from envmgr.report.printer import Printer, stdout_printer
 
 
-def triage_command(path: Path, as_json: bool) -> int:
-    """Read the log at PATH, print its findings; 0 when none, 1 when a failure, 2 when only
-    warnings (a feature the server turned off)."""
+def read_findings(path: Path) -> list[Finding]:
+    """The findings of the log at PATH; an unreadable log is a UsageError."""
     try:
-        findings = triage_file(path)
+        return triage_file(path)
     except OSError as exc:
         raise UsageError(f"cannot read log {path}: {exc.strerror or exc}",
                          hint="give the server log, e.g. the launcher's server.log") from exc
-    if as_json:
-        print(json.dumps([f.to_dict() for f in findings], indent=2))
-    else:
-        render_findings(str(path), findings)
+
+
+def exit_code(findings: list[Finding]) -> int:
+    """0 when none, 1 when a failure, 2 when only warnings (a feature the server turned off)."""
     if any(f.fatal for f in findings):
         return 1
     return 2 if findings else 0

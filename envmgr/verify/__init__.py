@@ -6,6 +6,6 @@ on a testinfra host; ``verify`` connects by testinfra URL and evaluates them all
 """
 
 from envmgr.verify.checks import Check, CheckResult, checks_for, evaluate
-from envmgr.verify.run import verify, verify_command
+from envmgr.verify.run import verify, verify_hosts
 
-__all__ = ["Check", "CheckResult", "checks_for", "evaluate", "verify", "verify_command"]
+__all__ = ["Check", "CheckResult", "checks_for", "evaluate", "verify", "verify_hosts"]

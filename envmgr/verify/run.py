@@ -8,8 +8,8 @@ testinfra is imported here only when connecting: the CLI stays fast to start.
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,24 +84,31 @@ def ensure_reachable(label: str, host: Host) -> None:
 # --- the command ------------------------------------------------------------------------
 
 
-def verify_command(spec_path: Path | str, hosts: list[str], lock_path: Path | str | None,
-                   python: str, as_json: bool) -> int:
-    """What ``envmgr verify`` does: exit 0 when every check passes on every host, 1 otherwise
-    (a failing check, or an ``EnvmgrError`` the CLI prints)."""
+@dataclass(frozen=True)
+class Verified:
+    """What ``envmgr verify`` checked: the spec (as given), the host URLs, every result."""
+
+    spec_path: str
+    spec: Spec
+    hosts: list[str]
+    results: list[CheckResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+
+def verify_hosts(spec_path: Path | str, hosts: list[str], lock_path: Path | str | None, python: str) -> Verified:
+    """``envmgr verify SPEC --hosts ...``: the spec's checks on every host."""
     from envmgr.spec import load_spec
 
     loaded = load_spec(spec_path)
     urls = split_hosts(hosts)
     lock = read_lock(lock_path) if lock_path is not None else None
-    results = verify(loaded.spec, urls, lock=lock, python=python)
-    if as_json:
-        print(json.dumps(results_document(str(spec_path), loaded.spec, urls, results), indent=2))
-    else:
-        render(loaded.spec.metadata.name, results)
-    return 0 if all(r.ok for r in results) else 1
+    return Verified(str(spec_path), loaded.spec, urls, verify(loaded.spec, urls, lock=lock, python=python))
 
 
-def verify_generation(generation, spec_path: Path | str | None, as_json: bool) -> int:
+def verify_generation(generation, spec_path: Path | str | None) -> Verified:
     """The current generation's environment against its own spec (or SPEC) and lock: on this
     host, with the generation's interpreter and the env its commands get (the spec's env,
     CUDA_HOME, PATH). Venv generations only: an image or a fleet is verified with --hosts."""
@@ -119,8 +126,8 @@ def verify_generation(generation, spec_path: Path | str | None, as_json: bool) -
     saved = dict(os.environ)
     os.environ.update(venv.environment())  # testinfra's local:// runs its commands with this env
     try:
-        return verify_command(spec_path or generation.path / "spec.yaml", ["local://"],
-                              generation.path / "lock.txt", venv.interpreter, as_json)
+        return verify_hosts(spec_path or generation.path / "spec.yaml", ["local://"],
+                            generation.path / "lock.txt", venv.interpreter)
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envmgr.bench.memory import UNLOGGED_AFTER_WEIGHTS_GB, UNLOGGED_BEFORE_WEIGHTS_GB, kv_pool_sizing, sglang_reserve_gb
-from envmgr.bench.render import render_findings, triage_command
+from envmgr.bench.render import read_findings, render_findings
 from envmgr.bench.triage import (
     Triage,
     clean_line,
@@ -26,7 +26,7 @@ from envmgr.bench.triage import (
     triage_text,
 )
 from envmgr.bench.values import display
-from envmgr.cli import build_parser
+from envmgr.cli import build_parser, main
 from envmgr.errors import KnowledgeBaseError, UsageError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
@@ -554,28 +554,28 @@ def test_kv_sizing_with_degenerate_numbers_never_raises():
 def test_triage_command_json_shape_and_exit_codes(tmp_path, capsys):
     log = tmp_path / "server.log"
     log.write_text(fixture("kv_pool_oom_scenario_ep_tp8.log"))
-    assert triage_command(log, as_json=True) == 1
+    assert main(["triage", str(log), "--json"]) == 1
     [item] = json.loads(capsys.readouterr().out)
     assert {"id", "line", "message", "fix", "values"} <= item.keys()
     assert item["id"] == "kv_pool_oom" and item["values"]["suggested_mem_fraction_static"] == 0.92
     assert "sizing" not in item["values"]  # the explanation is in "fix", values stay data
     clean = tmp_path / "clean.log"
     clean.write_text(fixture("clean_pr11830_single_gpu.log"))
-    assert triage_command(clean, as_json=True) == 0
+    assert main(["triage", str(clean), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
 
 
 def test_triage_command_human_output(tmp_path, capsys):
     log = tmp_path / "server.log"
     log.write_text(fixture("flashinfer_arch_sglang_15650.log"))
-    assert triage_command(log, as_json=False) == 1
+    assert main(["triage", str(log)]) == 1
     out = capsys.readouterr().out
     assert "flashinfer_arch_unsupported" in out and "line 1" in out and "fix:" in out
 
 
 def test_triage_command_unreadable_log_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="cannot read log"):
-        triage_command(tmp_path / "missing.log", as_json=False)
+        read_findings(tmp_path / "missing.log")
 
 
 def test_render_no_findings(capsys):

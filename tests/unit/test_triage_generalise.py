@@ -18,7 +18,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envmgr.bench.render import triage_command
 from envmgr.bench.triage import (
     WRAP_MIN,
     Triage,
@@ -29,6 +28,7 @@ from envmgr.bench.triage import (
     triage_stream,
     triage_text,
 )
+from envmgr.cli import main
 from envmgr.errors import KnowledgeBaseError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
@@ -257,7 +257,7 @@ def test_the_live_feed_gives_the_unclassified_finding_only_when_the_log_ends():
 def test_triage_command_exits_1_on_an_unclassified_failure(tmp_path, capsys):
     log = tmp_path / "server.log"
     log.write_text(CHAINED)
-    assert triage_command(log, as_json=False) == 1
+    assert main(["triage", str(log)]) == 1
     out = capsys.readouterr().out
     assert "unclassified_failure" in out and "line 4" in out
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from envmgr.cli import main
 from envmgr.errors import BackendError, UsageError
 from envmgr.spec.models import Spec
 from envmgr.verify.checks import Check, checks_for, evaluate, package_matches
-from envmgr.verify.run import split_hosts, verify, verify_command
+from envmgr.verify.run import split_hosts, verify
 
 testinfra = pytest.importorskip("testinfra")
 
@@ -206,12 +207,12 @@ def test_verify_local_and_json_command(tmp_path, capsys):
     spec_file.write_text(
         "apiVersion: envmgr/v1\nmetadata: {name: t}\nhardware: {gpu: {arch: sm_90}}\n"
         f"python: {{version: '{PYTHON_MM}', packages: {{pydantic: '>=2', pyyaml: '<1'}}}}\n")
-    rc = verify_command(spec_file, ["local://"], None, sys.executable, True)
+    rc = main(["verify", str(spec_file), "--hosts", "local://", "--python", sys.executable, "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 1 and not doc["ok"] and doc["failed"] == 1
     (failed,) = [r for r in doc["results"] if not r["ok"]]
     assert failed["check"] == "package:pyyaml" and failed["host"] == "local://"
-    assert verify_command(spec_file, ["local://"], None, sys.executable, False) == 1
+    assert main(["verify", str(spec_file), "--hosts", "local://", "--python", sys.executable]) == 1
     assert "package:pyyaml: expected <1, found" in " ".join(capsys.readouterr().out.split())
 
 
