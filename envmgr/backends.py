@@ -56,11 +56,6 @@ def schemes() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def buildable() -> tuple[str, ...]:
-    """The schemes a spec can be applied with (those with a builder)."""
-    return tuple(s for s, b in _REGISTRY.items() if b.builder)
-
-
 def forms(only_buildable: bool = False) -> str:
     """``local://, venv://[PATH]..., ...``: the URL forms, for help and errors."""
     return ", ".join(b.form for b in _REGISTRY.values() if b.builder or not only_buildable)

@@ -24,10 +24,12 @@ from envmgr import confine
 from envmgr.backends import recorded_target
 from envmgr.state import Generation, Store
 from envmgr.targets import docker_engine  # imports no docker SDK until asked
+from envmgr.targets.base import LEAVES_FOLDER, LEAVES_IMAGE
 
 DEFAULT_KEEP = 3
-# Garbage kinds of what a generation's environment leaves outside its folder (Target.leaves)
-FOLDER, IMAGE = "venv", "image"  # a venv made elsewhere (shown as such), an image in the engine
+# Garbage kinds of what a generation's environment leaves outside its folder (Target.leaves):
+# a venv made elsewhere (shown as such), an image in the engine
+FOLDER, IMAGE = "venv", "image"
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,8 @@ def garbage(store: Store, keep: int = DEFAULT_KEEP) -> list[Garbage]:
     keep_numbers = kept(store, keep)
     generations = store.generations()
     kept_gens = [g for g in generations if g.number in keep_numbers]
-    kept_images = {g.location for g in kept_gens if _leaves(g) == "image"}
-    kept_places = [g.location for g in kept_gens if _leaves(g) == "folder" and g.location]
+    kept_images = {g.location for g in kept_gens if _leaves(g) == LEAVES_IMAGE}
+    kept_places = [g.location for g in kept_gens if _leaves(g) == LEAVES_FOLDER and g.location]
     found: list[Garbage] = []
     for gen in generations:
         if gen.number in keep_numbers:
@@ -75,7 +77,7 @@ def garbage(store: Store, keep: int = DEFAULT_KEEP) -> list[Garbage]:
             continue
         found.append(Garbage("generation", str(gen.path), 0, gen.number))
         location = gen.location
-        if _leaves(gen) == "folder" and location and not confine.within(location, gen.path):
+        if _leaves(gen) == LEAVES_FOLDER and location and not confine.within(location, gen.path):
             why = confine.ownership_problem(store.home, gen.number, location)
             if why is None and any(confine.within(p, location) for p in kept_places):
                 why = "a kept generation's environment lies inside it"
@@ -83,7 +85,7 @@ def garbage(store: Store, keep: int = DEFAULT_KEEP) -> list[Garbage]:
                 found.append(Garbage(FOLDER, location, 0, gen.number))
             elif Path(location).exists() or Path(location).is_symlink():
                 found.append(Garbage("refused", location, 0, gen.number, why))
-        if _leaves(gen) == "image" and location and location not in kept_images:
+        if _leaves(gen) == LEAVES_IMAGE and location and location not in kept_images:
             size = docker_engine.image_size(location)
             if size is not None:
                 found.append(Garbage(IMAGE, location, size, gen.number))

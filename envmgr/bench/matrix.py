@@ -280,9 +280,8 @@ def run_matrix(cells: Sequence[Cell], *, rerun: bool = False, limits: Limits | N
                      "run the same command again to resume from this cell")
             raise
         write_result(cell.dir, result)
-        surprise = result.expected is not None and result.expected.state != result.measured.state
         progress(f"=> {name}: {result.outcome}: {result.summary}"  # a milestone, shown everywhere
-                 + (f" (validate expected: {result.expected.because})" if surprise and result.expected else ""))
+                 + (f" (validate expected: {result.expected.because})" if result.surprise and result.expected else ""))
         run.results.append(result)
     return run
 

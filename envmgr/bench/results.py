@@ -140,6 +140,12 @@ class CellResult:
         return measured(self.ok, self.ran_without, (root.id,) if root and not self.ok else ())
 
     @property
+    def surprise(self) -> bool:
+        """Whether what happened is not what validate expected (a rule is wrong, or the
+        environment is not what its spec says); False for a record that kept no expectation."""
+        return self.expected is not None and self.expected.state != self.measured.state
+
+    @property
     def spread(self) -> float | None:
         return relative_spread(self.runs, self.load)
 

@@ -84,11 +84,22 @@ class Advice:
 
     def conditions(self) -> list[tuple[str, str]]:
         """Why no release clears it, grouped: (releases, "would clear it, blocking X") for those
-        refused at a cost, then (releases, finding ids) for those under which it stays blocked.
-        Releases read as spans of consecutive checked ones: "0.5.9-0.5.12, 0.5.15"."""
-        refused = [(span(r, self.releases), why) for why, r in _grouped(self.rejected)]
-        flags = [(span(self.with_flags, self.releases), "clear it only with flag changes")] if self.with_flags else []
-        return refused + flags + [(span(r, self.releases), ", ".join(ids)) for ids, r in _grouped(self.blocked_on)]
+        refused at a cost, (releases, "clear it only with flag changes"), then (releases, finding
+        ids) for those under which it stays blocked. Releases read as spans of consecutive checked
+        ones: "0.5.9-0.5.12, 0.5.15"."""
+        return [(releases, text) for releases, text, _ in self._condition_groups()]
+
+    def sentences(self) -> list[str]:
+        """The conditions as the advice says them: "0.5.11-0.5.13 would clear it, blocking X",
+        "0.5.9-0.5.14: blocked by Y"."""
+        return [f"{releases}: blocked by {text}" if blocked else f"{releases} {text}"
+                for releases, text, blocked in self._condition_groups()]
+
+    def _condition_groups(self) -> list[tuple[str, str, bool]]:
+        refused = [(span(r, self.releases), why, False) for why, r in _grouped(self.rejected)]
+        flags = ([(span(self.with_flags, self.releases), "clear it only with flag changes", False)]
+                 if self.with_flags else [])
+        return refused + flags + [(span(r, self.releases), ", ".join(ids), True) for ids, r in _grouped(self.blocked_on)]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -59,7 +59,7 @@ def stack_context(spec: Spec, facts: Facts | None, tables: dict[str, dict]) -> C
     ctx: Context = dict.fromkeys(STACK_FACTS)
     ctx.update(_hardware(spec, tables))
     ctx.update(_cuda(spec, facts, tables))
-    ctx.update(_packages(spec, tables))
+    ctx.update(_packages(spec, tables, ctx["arch_num"]))
     if ctx["sglang"]:
         ctx.update(_sglang_gates(tables["sglang_releases"], ctx["sglang"], ctx["arch_major"]))
     ctx["jit_nvcc_major"] = major(ctx["jit_nvcc"])
@@ -245,7 +245,7 @@ def _kernel_build(package: str | None, version: str | None, builds: dict[str, di
             "sglang_kernel_cuda_libraries": ", ".join((build or {}).get("libraries") or []) or None}
 
 
-def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
+def _packages(spec: Spec, tables: dict[str, dict], arch_num: int) -> Context:
     pkgs = spec.python.canonical_packages
     ctx: Context = {f"pkg:{name}": spec_ for name, spec_ in pkgs.items()}
     pin = {name: exact_pin(pkgs.get(name)) for name in STACK_PACKAGES}
@@ -272,7 +272,6 @@ def _packages(spec: Spec, tables: dict[str, dict]) -> Context:
         # the trtllm all-reduce fusion module's arch gate (flashinfer/jit/comm.py)
         ctx["flashinfer_fusion_majors"] = (gates or {}).get("jit_majors", {}).get("gen_trtllm_comm_module")
         # the toolkit its JIT requires for this SM 12 minor (minor 1 stands for 12.1 and later)
-        arch_num = int(re.fullmatch(r"sm_([0-9]+)[af]?", spec.hardware.gpu.arch).group(1))  # type: ignore[union-attr]
         if arch_num // 10 == 12:
             ctx["flashinfer_sm12_cuda_min"] = ((gates or {}).get("sm12_cuda_min") or {}).get(min(arch_num % 10, 1))
     ctx["flashinfer_cubin"] = pin["flashinfer-cubin"]

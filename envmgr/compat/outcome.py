@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from envmgr.findings import Finding
 
 State = Literal["runs", "runs without", "blocked"]
-STATES: tuple[str, ...] = ("runs", "runs without", "blocked")
+STATES: tuple[str, ...] = get_args(State)
 
 
 @dataclass(frozen=True)

@@ -228,7 +228,7 @@ def _cell(result: CellResult, reference: float | None, reference_spread: float |
                 low=min(values) if values else None, high=max(values) if values else None,
                 within_noise=noise, result=result.measured.label,
                 expected=result.expected.because if result.expected else "",
-                surprise=result.expected is not None and result.expected.state != result.measured.state)
+                surprise=result.surprise)
 
 
 def _failure(result: CellResult) -> Failure:

@@ -204,9 +204,8 @@ def _conditions(out: Printer, item: Advice, style: str) -> None:
     """The condition a "no release clears it" sentence holds under, a line per group: the releases
     that would clear it at a cost elsewhere, those that clear it only with flag changes, and what
     blocks it under each of the others."""
-    for releases, why in item.conditions():
-        out.indented(f"  {releases} {why}" if why.startswith(("would", "clear")) else f"  {releases}: blocked by {why}",
-                     INDENT, style)
+    for sentence in item.sentences():
+        out.indented(f"  {sentence}", INDENT, style)
 
 
 def _paste(out: Printer, what: str, fragment: dict) -> None:

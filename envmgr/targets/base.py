@@ -86,6 +86,11 @@ class Closing:
         self.close()
 
 
+# Target.leaves: what of a built environment outlives its generation's folder, for gc
+LEAVES_FOLDER = "folder"  # a folder made elsewhere (a venv at realize.venv.path)
+LEAVES_IMAGE = "image"  # an image in the Docker engine
+
+
 @dataclass(frozen=True)
 class Recorded:
     """What a build recorded for its commands (a venv's ``envmgr-env.json``)."""
@@ -102,9 +107,7 @@ class Target(Closing):
     can_start: ClassVar[bool] = False  # long-running services (a server) via start()
     runs_here: ClassVar[bool] = False  # its processes are this machine's (process groups, ports)
 
-    # what of a built environment outlives its generation's folder, for gc: "folder" (a venv made
-    # elsewhere), "image" (in the Docker engine), "" (nothing, or the hosts' own)
-    leaves: ClassVar[str] = ""
+    leaves: ClassVar[str] = ""  # LEAVES_FOLDER, LEAVES_IMAGE, or "" (nothing, or the hosts' own)
     verify_here: ClassVar[bool] = False  # `envmgr verify` of a generation runs testinfra here, in it
 
     @classmethod

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, UsageError
 from envmgr.targets import inflight
-from envmgr.targets.base import CommandResult, Target, checked_argv
+from envmgr.targets.base import LEAVES_IMAGE, CommandResult, Target, checked_argv
 from envmgr.targets.docker_engine import (
     DAEMON_HINT,
     LazyClient,
@@ -44,7 +44,7 @@ class ContainerTarget(Target):
     scheme = "docker"
     interpreter = VENV_PYTHON
     can_start = True
-    leaves = "image"
+    leaves = LEAVES_IMAGE
 
     def __init__(self, url: str) -> None:
         self._image = parse_docker_url(url).image

@@ -17,7 +17,7 @@ from typing import Any
 
 from envmgr.errors import BackendError, UsageError
 from envmgr.records import read_env_file
-from envmgr.targets.base import CommandResult, Recorded, Service, Target
+from envmgr.targets.base import LEAVES_FOLDER, CommandResult, Recorded, Service, Target
 from envmgr.targets.local import LocalTarget
 from envmgr.targets.urls import make_url, split_url
 
@@ -38,7 +38,7 @@ class VenvTarget(Target):
     scheme = "venv"
     can_start = True
     runs_here = True
-    leaves = "folder"  # a venv made outside its generation's folder (realize.venv.path)
+    leaves = LEAVES_FOLDER  # a venv made outside its generation's folder (realize.venv.path)
     verify_here = True
 
     @classmethod
