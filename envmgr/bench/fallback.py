@@ -72,6 +72,9 @@ class FallbackRules(BaseModel):
     # first family that fits is reported, its message inside ``named_by_words``.
     words: dict[str, list[list[str]]] = {}
     named_by_words: str = '{message} (named by the words of the failure line; no known wording matched)'
+    # no words either: the labelled public excerpt it most resembles (resemblance.py) names it
+    named_by_resemblance: str = ('{message} (named by its resemblance ({similarity}) to a labelled public '
+                                 'report, {source}; no known wording matched)')
 
     @field_validator("exception", "error", "statement", "handled", "exit", "ready", "stop", "ignored_exception",
                      mode="before")
@@ -152,6 +155,7 @@ class FailureLine:
     line: int
     text: str
     rank: str | None
+    before: str = ""  # the log line before it, cleaned (compared by resemblance.py)
 
 
 class FirstFailure:
@@ -164,8 +168,10 @@ class FirstFailure:
         self._serving = False  # a ready line was seen (and nothing has failed since)
         self._skip_exception = False  # the next exception was caught ("Exception ignored in")
 
-    def see(self, line: int, text: str, level: str | None, rank_of: Callable[[], str | None]) -> None:
-        """One line no signature matched; ``rank_of`` is asked only for a line that is kept."""
+    def see(self, line: int, text: str, level: str | None, rank_of: Callable[[], str | None],
+            before_of: Callable[[], str] = lambda: "") -> None:
+        """One line no signature matched; ``rank_of`` and ``before_of`` (the line before it) are
+        asked only for a line that is kept."""
         if any(p.search(text) for p in self.rules.ready):
             self._first.clear()  # it got past them: they were not fatal
             self._stopping, self._serving = False, True
@@ -183,7 +189,7 @@ class FirstFailure:
             self._skip_exception = False
             return
         if kind is not None and kind not in self._first:
-            self._first[kind] = FailureLine(kind, line, text, rank_of())
+            self._first[kind] = FailureLine(kind, line, text, rank_of(), before_of())
 
     def forget_after(self, line: int) -> None:
         """The program recovered from what it printed after ``line``."""

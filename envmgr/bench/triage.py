@@ -37,9 +37,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envmgr import severity
 from envmgr.bench import prefilter as prefilter_module
-from envmgr.bench.fallback import FallbackRules, FirstFailure
+from envmgr.bench.fallback import FailureLine, FallbackRules, FirstFailure
 from envmgr.bench.memory import kv_pool_sizing
 from envmgr.bench.prefilter import Prefilter
+from envmgr.bench.resemblance import family_resembled
 from envmgr.bench.values import Value, display, to_value
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
@@ -378,6 +379,9 @@ GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO", "D": "DE
                "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL"}  # zerolog's
 # What a tool appends: Ray's de-duplication note.
 SUFFIXES = (re.compile(r"\s*\[repeated \d+x across cluster\]$"),)
+# an issue's Markdown around a whole pasted line: "**AttributeError: ...**", "`Error: ...`" (a
+# backtick inside a wording, TGI's "`inputs` tokens + ...", stays)
+MARKDOWN_WRAP = re.compile(r"^(\*\*|`{1,3})(?=\S)(?P<inner>[^`]*?\S)\1$")
 # rich's boxes around tracebacks and panels ("│ ... │", "╭──╮"): framing, not text. (A literal
 # a box character splits in the raw line is not found by the prefilter; never seen.)
 BOX = re.compile(r"[\u2500-\u257f]+")
@@ -414,6 +418,8 @@ def clean_line(raw: str) -> CleanLine:
                 changed = prefixed = True
     for suffix in SUFFIXES:
         text = suffix.sub("", text)
+    wrapped = MARKDOWN_WRAP.match(text.strip())
+    text = wrapped.group("inner") if wrapped else text
     return CleanLine(text=text.strip(), rank=rank, prefixed=prefixed, level=level)
 
 
@@ -595,16 +601,17 @@ class Triage:
         rules = self._set.unclassified
         assert rules is not None
         ranks = (failure.rank,) if failure.rank else ()
-        family = rules.family_of(failure.text)
-        if family is not None:  # no wording matched, but the failure line's own words name the family
+        named = _named_without_wording(rules, failure)
+        if named is not None:  # no wording matched, but the line's words or a public report name the family
+            family, named_by, message, resembled = named
             signature = self._set.by_id()[family]
             values = self._values_for(signature, {})
             return Finding(
                 id=signature.id, severity=signature.severity, title=signature.title, line=failure.line,
-                text=failure.text, message=rules.named_by_words.format(message=fill_template(signature.message, values)),
+                text=failure.text, message=message.format(message=fill_template(signature.message, values)),
                 fix=fill_template(signature.fix, values), rank=failure.rank, ranks=ranks,
-                values={"kind": failure.kind, "named_by": "words"}, priority=signature.priority,
-                sources=tuple(_sources(signature)))
+                values={"kind": failure.kind, "named_by": named_by}, priority=signature.priority,
+                sources=(*resembled, *_sources(signature)))
         return Finding(
             id=rules.id, severity="error", title=rules.title, line=failure.line, text=failure.text,
             message=fill_template([rules.message], {"text": failure.text}), fix=rules.fix[failure.kind],
@@ -639,7 +646,8 @@ class Triage:
                     rank, ranked = self._rank_of(line, recent), True
                 self._record(signature, seen, rank, values, at=at)
         if not matched and self._first_failure is not None:
-            self._first_failure.see(self._line_no, line.text, line.level, lambda: self._rank_of(line, recent))
+            self._first_failure.see(self._line_no, line.text, line.level, lambda: self._rank_of(line, recent),
+                                    lambda: clean_line(next(recent(), "")).text)
 
     def _recover(self, after: int) -> None:
         """The program recovered from what it printed after line ``after``: those failures
@@ -854,6 +862,20 @@ def triage_file(path: Path, signatures: SignatureSet | None = None) -> list[Find
     """Findings of the log at ``path`` (streamed; an ``OSError`` when it cannot be read)."""
     with open(path, "rb") as stream:
         return triage_stream(stream, signatures)
+
+
+def _named_without_wording(rules: FallbackRules, failure: FailureLine) -> tuple[str, str, str, tuple[str, ...]] | None:
+    """(family, how it was named, the message's frame, the report it resembles) of a failure
+    line no wording matched: by the line's own words, else by the public report it resembles."""
+    family = rules.family_of(failure.text)
+    if family is not None:
+        return family, "words", rules.named_by_words, ()
+    resembled = family_resembled([failure.before, failure.text])
+    if resembled is None:
+        return None
+    frame = rules.named_by_resemblance.format(message="{message}", source=resembled.source.replace("{", "{{").replace("}", "}}"),
+                                              similarity=f"{resembled.similarity:.2f}")
+    return resembled.family, "resemblance", frame, (resembled.source,)
 
 
 def triage_text(text: str, signatures: SignatureSet | None = None) -> list[Finding]:

@@ -323,7 +323,10 @@ def test_shm_explains_its_no_space_left_rather_than_disk_full():
 def test_each_development_excerpt_is_named(excerpt):
     findings = triage_text(excerpt["text"])
     if excerpt["id"] in DEV_MISSES:
-        assert findings and findings[0].id == "unclassified_failure"  # flagged, not named
+        # flagged, not named by a wording (resemblance may name it: the excerpt is in its corpus)
+        assert findings and (findings[0].id == "unclassified_failure"
+                             or (findings[0].values.get("named_by") == "resemblance"
+                                 and findings[0].id == excerpt["family"])), excerpt["source"]
         return
     if excerpt["family"] == "none":
         assert findings == [], excerpt["source"]
@@ -565,3 +568,27 @@ def test_words_must_name_an_error_signature():
     bad = text.replace("    nccl_error: [[nccl,", "    no_such_family: [[nccl,", 1)
     with pytest.raises(Exception, match="no_such_family"):
         parse_signatures(bad)
+
+
+# --- after round 5 (from its spent splits): framing and wordings the fallback missed ----------------
+
+def test_an_issue_markdown_around_a_pasted_exception_is_framing():
+    [finding] = triage_text("    deep_gemm.gemm_fp8_fp8_bf16_nt(\n"
+                            "**AttributeError: module 'deep_gemm' has no attribute 'gemm_fp8_fp8_bf16_nt'**\n")
+    assert (finding.id, finding.line) == ("unclassified_failure", 2)
+    assert finding.text == "AttributeError: module 'deep_gemm' has no attribute 'gemm_fp8_fp8_bf16_nt'"
+
+
+def test_go_flag_packages_rejection_is_a_rejected_command_line():
+    [finding] = triage_text('level=INFO source=server.go:635 msg="waiting for server"\n'
+                            "flag provided but not defined: -ngl\nRunner usage\n")
+    assert finding.id == "server_args_rejected" and "-ngl" in finding.message
+
+
+def test_a_json_error_body_and_a_failed_liveness_probe_are_flagged():
+    body = '{"error":"model requires more system memory (338.1 GiB) than is available (328.0 GiB)"}\n'
+    assert [(f.id, f.line) for f in triage_text("}'\n" + body)] == [("unclassified_failure", 2)]
+    probe = ("  Warning  Unhealthy  25m (x3 over 25m)  kubelet  Liveness probe failed: HTTP probe failed "
+             "with statuscode: 404\n")
+    assert [f.id for f in triage_text(probe)] == ["unclassified_failure"]
+    assert triage_text('{"errors": [], "status": "ok"}\n') == []  # a key that merely begins with "error"

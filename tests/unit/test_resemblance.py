@@ -1,0 +1,78 @@
+"""Resemblance names a failure no wording matched by the labelled public report it is nearest
+(issue 25): only when alike enough, never from a report labelled unclassified, citing the thread."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from envmgr.bench import resemblance
+from envmgr.bench.resemblance import Corpus, family_resembled
+from envmgr.bench.triage import triage_text
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "tools" / "triage-corpus" / "build.py"
+NEAR = [("port_in_use", "https://github.com/example/a/issues/1",
+         ["RuntimeError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE"]),
+        ("unclassified_failure", "https://github.com/example/b/issues/2",
+         ["AttributeError: 'NoneType' object has no attribute 'req_to_token_pool'"])]
+
+
+def _build_module():
+    spec = importlib.util.spec_from_file_location("corpus_build", BUILD)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shipped_corpus_is_built_from_the_labelled_rounds():
+    done = subprocess.run([sys.executable, str(BUILD), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_newest_rounds_held_out_half_is_not_in_the_corpus():
+    """An excerpt triage has been shown cannot score it: the round being measured stays out."""
+    rounds = [int(m.group(1)) for p in (ROOT / "tests/fixtures/triage/heldout").glob("round*.yaml")
+              if (m := re.fullmatch(r"round(\d+)\.yaml", p.name))]
+    assert f"heldout/round{max(rounds)}.yaml" not in _build_module().ROUNDS
+
+
+def test_a_reworded_failure_is_named_by_the_report_it_resembles():
+    corpus = Corpus(NEAR)
+    found = family_resembled(["", "RuntimeError: The server socket has failed to listen on any local network "
+                                  "address. port: 30000, useIpv6: 0, code: -98, name: EADDRINUSE"], corpus)
+    assert found is not None and found.family == "port_in_use" and found.source.endswith("/a/issues/1")
+    assert found.similarity >= resemblance.NAMING_SIMILARITY
+
+
+def test_an_unlike_failure_or_one_nearest_an_unclassified_report_is_not_named():
+    corpus = Corpus(NEAR)
+    assert family_resembled(["", "ValueError: tokenizer chat template has no role 'tool'"], corpus) is None
+    assert family_resembled(["", "AttributeError: 'NoneType' object has no attribute 'req_to_token_pool'"],
+                            corpus) is None  # identical, but its report has no family
+
+
+def test_triage_names_it_cites_the_thread_and_says_how(tmp_path):
+    """End to end on the shipped corpus: an entry's line with its numbers changed (as another
+    user's log would print it) is named, and the finding says so."""
+    entries = yaml.safe_load((ROOT / "envmgr/bench/known_failures.yaml").read_text())["excerpts"]
+    entry = next(e for e in entries if e["id"] == "bertvits2-c10d-windows-10048-port-taken")
+    lines = [re.sub(r"\d+", lambda m: str(int(m.group()) + 1) if len(m.group()) > 3 else m.group(), line)
+             for line in entry["lines"]]
+    findings = triage_text("\n".join(["INFO starting", *lines]) + "\n")
+    assert [f.id for f in findings] == [entry["family"]]
+    assert findings[0].values["named_by"] == "resemblance"
+    assert entry["source"] in findings[0].sources and entry["source"] in findings[0].message
+    assert findings[0].line == 1 + len(lines)
+
+
+def test_without_a_near_report_triage_stays_unclassified():
+    findings = triage_text("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+                           "ZeroDivisionError: division by zero\n")
+    assert [f.id for f in findings] == ["unclassified_failure"]
