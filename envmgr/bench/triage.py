@@ -625,8 +625,6 @@ class Triage:
         self._collect_context(line.text)
         if self._awaiting:
             self._confirm_awaiting(line)
-        if self._set.recovered and self._set.recovered.says_recovered(line.text):
-            self._recover(self._line_no - self._set.recovered.within)
         rank: str | None = None
         ranked = matched = False
         joined: list[tuple[CleanLine, tuple[int, int]]] | None = None  # None: not looked at yet
@@ -648,6 +646,10 @@ class Triage:
         if not matched and self._first_failure is not None:
             self._first_failure.see(self._line_no, line.text, line.level, lambda: self._rank_of(line, recent),
                                     lambda: clean_line(next(recent(), "")).text)
+        # after matching: a line that says it fell back recovers from what it says itself too
+        # ("'hf_xet' is not installed. Falling back to regular HTTP download")
+        if self._set.recovered and self._set.recovered.says_recovered(line.text):
+            self._recover(self._line_no - self._set.recovered.within)
 
     def _recover(self, after: int) -> None:
         """The program recovered from what it printed after line ``after``: those failures

@@ -40,6 +40,10 @@ DEV_MISSES = {
         "a framework's own sentence about FlashInfer's SM100 path; one reporter, no FlashInfer wording to key on",
     "vllm-flashinfer-backend-set-but-not-installed-nonetype":
         "the missing package shows only as TypeError: 'NoneType' object is not callable; nothing names it",
+    "b6-disk-torchsave-ioerror":
+        "the log says only 'Input/output error' from torch.save; that the disk was full is the reporter's word",
+    "c6-fishspeech-ptxas-sm120":
+        "only ptxas's exit status 255 shows (no 'not defined for option gpu-name'); a bad PTX exits so too",
 }
 HELDOUT = FIXTURES / "heldout" / "round1.yaml"
 NEW_FAMILIES = ("port_in_use", "fabric_manager_not_running", "gpu_hardware_fault", "container_toolkit_missing",
