@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from envmgr.builders.base import Builder
     from envmgr.facts.model import Facts
     from envmgr.progress import Progress
+    from envmgr.savedplan import SavedPlan
     from envmgr.targets.base import Target
 
 # Given the generation and the target that runs in it, the names of required probes that failed.
@@ -91,9 +92,9 @@ def baseline_of(previous: Generation | None) -> State:
 def planned_from(loaded: LoadedSpec, other: LoadedSpec | None, facts: Facts | None, facts_label: str | None,
                  current_of: Callable[[], Generation | None]) -> tuple[State, Facts | None]:
     """What ``envmgr plan`` plans from, and the facts the rules see: another spec (``--from``),
-    recorded facts (``--facts``), else the current generation (what apply builds beside, from
-    its spec; built from this very spec: nothing to plan), else this host's facts. The store
-    is read (``current_of``) only when it decides."""
+    recorded facts (``--facts``), else what apply plans from: the current generation (from its
+    spec; built from this very spec: nothing to plan), else nothing (``baseline_of``), the rules
+    then seeing this host's facts. The store is read (``current_of``) only when it decides."""
     if other is not None:
         return state_from_spec(other.spec, f"spec {other.spec.metadata.name} ({other.path})"), facts
     current = current_of() if facts is None else None
@@ -101,13 +102,14 @@ def planned_from(loaded: LoadedSpec, other: LoadedSpec | None, facts: Facts | No
         same = current.meta.get("spec_digest") == loaded.digest  # its recorded copy has secrets redacted
         return state_from_spec(loaded.spec if same else current_spec(current).spec,
                                f"generation {current.number} (current{', this spec' if same else ''})"), None
-    if facts is None:
-        from envmgr.facts import collect_facts
-        from envmgr.targets.local import LocalTarget
+    if facts is not None:
+        return state_from_facts(facts, facts_label or "the facts given"), facts
+    from envmgr.facts import collect_facts
+    from envmgr.targets.local import LocalTarget
 
-        with LocalTarget() as local:
-            facts = collect_facts(local)
-    return state_from_facts(facts, facts_label or "local://"), facts
+    with LocalTarget() as local:
+        facts = collect_facts(local)
+    return baseline_of(None), facts  # as apply: a first generation is built from nothing
 
 
 def plan_for(loaded: LoadedSpec, builder: Builder,
@@ -126,15 +128,21 @@ def apply(
     confirm: Confirm,
     gate: ProbeGate | None = None,
     open_target: Callable[[str], Target] | None = None,
+    reviewed: SavedPlan | None = None,
 ) -> ApplyResult:
-    """Build ``loaded`` as a new generation unless the current one already is it."""
+    """Build ``loaded`` as a new generation unless the current one already is it. ``reviewed``:
+    the saved plan this apply must be (refused, before a generation, when it no longer is)."""
     with store.locked():
         failpoints.reach("locked")
         previous = store.current()
-        if previous is not None and _is_unchanged(previous, loaded, builder.kind, open_target):
+        if reviewed is not None:
+            reviewed.check_generation(previous)
+        if previous is not None and _is_unchanged(previous, loaded, builder, open_target):
             return ApplyResult("unchanged", previous=previous, generation=previous)
         builder.preflight(loaded)  # before a plan is shown or a generation started
         actions, needed, steps = plan_for(loaded, builder, baseline_of(previous))
+        if reviewed is not None:
+            reviewed.check_plan(actions, steps, Redactor.for_spec(loaded.spec))
         _check_host_prerequisites(needed, loaded, builder.builds_here, progress)
         if not confirm(actions, steps):
             return ApplyResult("declined", actions, previous=previous, steps=steps)
@@ -166,6 +174,8 @@ def apply(
                 "spec_file": str(loaded.path.resolve()), "backend": realized.target,
                 "backend_kind": builder.kind, "location": realized.location, "details": realized.details,
                 "envmgr_version": __version__, "actions": len(actions),
+                **({"lock_file": str(builder.lock.path.resolve()), "lock_digest": builder.lock.digest}
+                   if builder.lock is not None else {}),
             })
             failpoints.reach("committed")
             required = loaded.spec.probes.required
@@ -266,12 +276,15 @@ def _environment_missing(gen: Generation) -> str | None:
     return f"generation {gen.number}'s {gone}" if gone else None
 
 
-def _is_unchanged(previous: Generation, loaded: LoadedSpec, kind: str,
+def _is_unchanged(previous: Generation, loaded: LoadedSpec, builder: Builder,
                   open_target: Callable[[str], Target] | None) -> bool:
-    """Same spec content, same kind of backend, and nothing drifted inside."""
+    """Same spec content, same kind of backend, the committed lock (if one is installed) the one
+    it installed, and nothing drifted inside."""
     meta = previous.meta
-    if meta.get("spec_digest") != loaded.digest or meta.get("backend_kind") != kind:
+    if meta.get("spec_digest") != loaded.digest or meta.get("backend_kind") != builder.kind:
         return False
+    if builder.lock is not None and meta.get("lock_digest") != builder.lock.digest:
+        return False  # `envmgr lock` made a new one since
     if open_target is None:
         return True
     with open_target(previous.backend) as built:

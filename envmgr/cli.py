@@ -67,6 +67,7 @@ COMMANDS: list[tuple[str, Callable[[argparse.Namespace], int], tuple[Opt, ...]]]
 EXIT_CODES = {
     "validate": "0 no error finding, 1 an error finding or an error",
     "plan": "0 no changes, 2 changes, 1 an error",
+    "lock": "0 written, 1 an error",
     "advise": "0 every blocker has a known way out, 1 not, or an error",
     "facts": "0 facts collected (what is missing is reported, not an error), 1 an error",
     "apply": "0 applied or unchanged, 1 declined at the prompt, required probes failed, or an error",
@@ -143,42 +144,72 @@ def cmd_validate(a: argparse.Namespace) -> int:
 
 @command(SPEC, opt("--from", dest="from_", type=Path, metavar="SPEC", help="Plan from another spec (an environment realized from it)"),
          FACTS, opt("--backend", metavar="URL", help="ansible://GROUP?inventory=FILE: check mode (--check --diff) on the hosts"),
+         opt("-o", "--out", type=Path, metavar="PLAN", help="Save the plan: `envmgr apply PLAN` applies exactly it, or refuses"),
          HOME, JSON)
 def cmd_plan(a: argparse.Namespace) -> int:
-    """What applying SPEC would change (from the current generation, else this host): exit 0 no changes, 2 changes, 1 error."""
+    """What applying SPEC would change (from what apply builds beside: the current generation, else nothing): exit 0 no changes, 2 changes, 1 error."""
     from envmgr.compat import check
     from envmgr.spec import load_spec
 
-    loaded = load_spec(a.spec)
+    loaded = load_spec(a.spec.resolve() if a.out is not None else a.spec)  # a saved plan names it absolutely
     if a.backend is not None:
-        if a.from_ is not None or a.facts is not None:
-            raise UsageError("give --backend, or --from/--facts, not both")
+        if a.from_ is not None or a.facts is not None or a.out is not None:
+            raise UsageError("--backend is check mode on the hosts: give it without --from, --facts or -o")
         return _plan_on_hosts(loaded, a.backend, a.json, a.progress)
     if a.from_ is not None and a.facts is not None:
         raise UsageError("give --from or --facts, not both")
+    if a.out is not None and (a.from_ is not None or a.facts is not None):
+        raise UsageError("-o saves what apply would do: it plans from the current generation, not --from or --facts")
     from envmgr.apply import plan_for, planned_from
     from envmgr.builders import open_builder
-    from envmgr.targets.urls import default_url
+    from envmgr.lockfile import read_lock
 
     observed = _load_facts(a.facts)
+    generation = _current_generation(a.home)
     current, observed = planned_from(loaded, load_spec(a.from_) if a.from_ is not None else None,
-                                     observed, str(a.facts) if a.facts is not None else None,
-                                     lambda: _current_generation(a.home))
-
+                                     observed, str(a.facts) if a.facts is not None else None, lambda: generation)
     findings = check(loaded, observed)
-    with open_builder(default_url(loaded.spec)) as builder:  # the spec's realize.backend builds it
+    found = read_lock(loaded) if loaded.spec.python.inherit is None else None
+    lock = found if found is not None and found.current else None  # what apply installs by default
+    with open_builder(loaded, lock=lock) as builder:  # the spec's realize.backend builds it
         actions, needed, steps = plan_for(loaded, builder, current)
+    if a.out is not None:
+        from envmgr.savedplan import SavedPlan
+        from envmgr.secrets import Redactor
+
+        SavedPlan.made(loaded, lock.digest if lock else None, generation, None, builder.kind, actions, steps,
+                       Redactor.for_spec(loaded.spec)).write(a.out, loaded.chain)
     steps = steps if actions else []  # nothing to change: apply says unchanged and builds nothing
+    lock_said = (found.status() if found is not None else
+                 f"none beside the spec (apply resolves; `envmgr lock {a.spec}` commits one)")
     if a.json:
         _emit({"spec": str(a.spec), "name": loaded.spec.metadata.name, "from": current.label,
                "builder": builder.kind, "changes": len(actions), "actions": [x.to_dict() for x in actions],
                "steps": [x.to_dict() for x in steps], "host_prerequisites": [x.to_dict() for x in needed],
+               "lock": found.to_dict() if found is not None else None, "saved": str(a.out) if a.out else None,
                "findings": [f.to_dict() for f in findings]})
     else:
         from envmgr.report.console import render_plan
 
-        render_plan(loaded, current.label, actions, findings, needed, builder.kind, steps)
+        render_plan(loaded, current.label, actions, findings, needed, builder.kind, steps, lock=lock_said)
+        if a.out is not None:
+            print(f"saved the plan to {a.out}: `envmgr apply {a.out}` applies exactly it")
     return 2 if actions else 0
+
+
+@command(SPEC, JSON)
+def cmd_lock(a: argparse.Namespace) -> int:
+    """Resolve SPEC's packages into SPEC.lock beside it, to commit: apply installs it on every host (--locked: or stops)."""
+    from envmgr.lockfile import PLATFORM, write_lock
+    from envmgr.spec import load_spec
+
+    loaded = load_spec(a.spec)
+    locked = write_lock(loaded, a.progress)
+    if a.json:
+        _emit(locked.to_dict())
+    else:
+        print(f"wrote {locked.path}: {locked.packages} packages for Python {loaded.spec.python.version} on {PLATFORM}")
+    return 0
 
 
 @command(SPEC, opt("--from", dest="from_", type=Path, metavar="OLD", help="The spec of the stack that works today: which configs SPEC unblocks"),
@@ -187,27 +218,18 @@ def cmd_plan(a: argparse.Namespace) -> int:
          JSON)
 def cmd_advise(a: argparse.Namespace) -> int:
     """For each config validate calls blocked, the smallest known move that clears it: exit 0 all clearable, 1 not."""
-    import yaml
-
-    from envmgr.compat.advise import advise, best, child_spec, upgrade
+    from envmgr.compat.advise import advise, upgrade
+    from envmgr.compat.child import write_child
     from envmgr.spec import load_spec
 
     loaded = load_spec(a.spec)
     advice = advise(loaded.spec)
     moved = upgrade(load_spec(a.from_).spec, loaded.spec) if a.from_ is not None else None
     written = None
-    chosen = best(advice) if a.write is not None else None
     if a.write is not None:
-        from envmgr.userfiles import check_writable, write_user_file
-
-        protected = [*loaded.chain, *([a.from_] if a.from_ is not None else [])]
-        check_writable(Path(os.path.abspath(a.write)), force=a.force, protected=protected, what="the child spec")
-    if a.write is not None and chosen is not None:
-        parent = os.path.relpath(a.spec.resolve(), Path(os.path.abspath(a.write)).parent)
-        name = f"{loaded.spec.metadata.name}-{chosen.suffix}"
-        write_user_file(a.write, yaml.safe_dump(child_spec(parent, name, chosen, loaded.spec), sort_keys=False),
-                        force=a.force, protected=protected, what="the child spec")
-        written = str(a.write)
+        child = write_child(loaded, a.spec, advice, a.write, force=a.force,
+                            protected=[a.from_] if a.from_ is not None else [])
+        written = str(a.write) if child is not None else None
     if a.json:
         _emit({"spec": str(a.spec), "name": loaded.spec.metadata.name,
                "from": str(a.from_) if a.from_ else None,
@@ -236,7 +258,7 @@ def _plan_on_hosts(loaded, url: str, as_json: bool, progress) -> int:
     A host that fails or is unreachable even in check mode raises (BackendError: exit 1)."""
     from envmgr.builders import open_builder
 
-    with open_builder(url) as builder:
+    with open_builder(loaded, url) as builder:
         if not builder.can_check:
             raise UsageError(f"{url}: plan --backend needs a builder with a check mode on its target",
                              hint="use ansible://GROUP?inventory=FILE")
@@ -287,22 +309,37 @@ def _confirm(yes: bool, show: bool):
 
 
 @command(SPEC, opt("--backend", metavar="URL", help=f"{backends.forms(only_buildable=True)} (default: the spec's)"),
-         opt("--yes", "-y", action="store_true", help="Do not ask before applying"), HOME, JSON)
+         opt("--yes", "-y", action="store_true", help="Do not ask before applying"),
+         opt("--locked", action="store_true", help="Stop unless SPEC's committed lock exists and is current"),
+         opt("--frozen", action="store_true", help="Install SPEC's committed lock as it is, without checking it"),
+         HOME, JSON)
 def cmd_apply(a: argparse.Namespace) -> int:
-    """Build SPEC as a new generation beside the current one, then switch to it."""
+    """Build SPEC (or the saved PLAN of `plan -o`) as a new generation beside the current one, then switch to it."""
     from envmgr.apply import apply as run_apply
     from envmgr.builders import open_builder
+    from envmgr.lockfile import choose_lock
     from envmgr.probes.session import required_probe_gate
+    from envmgr.savedplan import read_plan, reviewed_inputs
     from envmgr.spec import load_spec
     from envmgr.state import Store
     from envmgr.targets import open_target
-    from envmgr.targets.urls import default_url
 
-    loaded = load_spec(a.spec)
+    if a.locked and a.frozen:
+        raise UsageError("give --locked or --frozen, not both")
+    saved = read_plan(a.spec)
+    if saved is not None:  # the plan was the question: applied as reviewed, or refused
+        if a.locked or a.frozen:
+            raise UsageError("a saved plan fixes its lock: apply it without --locked or --frozen")
+        loaded, lock = reviewed_inputs(saved, a.backend, a.progress)
+        backend, confirm = saved.backend, _confirm(True, show=False)
+    else:
+        loaded = load_spec(a.spec)
+        lock = choose_lock(loaded, "locked" if a.locked else "frozen" if a.frozen else "default", a.progress)
+        backend, confirm = a.backend, _confirm(a.yes, show=not a.json)
     store = Store(a.home)
-    with open_builder(a.backend or default_url(loaded.spec)) as builder:
-        result = run_apply(loaded, builder, store, a.progress, _confirm(a.yes, show=not a.json),
-                           gate=required_probe_gate(a.progress), open_target=open_target)
+    with open_builder(loaded, backend, lock) as builder:
+        result = run_apply(loaded, builder, store, a.progress, confirm, gate=required_probe_gate(a.progress),
+                           open_target=open_target, reviewed=saved)
     if a.json:
         _emit(result.to_dict())
     elif result.status == "unchanged" and result.generation is not None:

@@ -65,10 +65,16 @@ def lock_digest(lock_text: str, python_version: str) -> str:
     return hashlib.sha256(f"envmgr-lock/1\0{python_version}\0{lock_text}".encode()).hexdigest()
 
 
-def prepare_python_lock(spec: Spec, files: Path, progress: Progress) -> tuple[PreparedLock, str]:
-    """Resolve the spec's packages (uv, hashes) and download their wheels for the hosts."""
-    progress(f"resolving {len(spec.python.packages)} package pins for Python {spec.python.version}")
-    lock = resolve(spec, files / "python", spec.python.version, prefixed(progress, "uv"))
+def prepare_python_lock(spec: Spec, files: Path, progress: Progress,
+                        locked: str | None = None) -> tuple[PreparedLock, str]:
+    """Resolve the spec's packages (uv, hashes), or take the committed lock text ``locked``, and
+    download their wheels for the hosts."""
+    if locked is not None:
+        lock = locked
+        (files / "python").mkdir(parents=True, exist_ok=True)
+    else:
+        progress(f"resolving {len(spec.python.packages)} package pins for Python {spec.python.version}")
+        lock = resolve(spec, files / "python", spec.python.version, prefixed(progress, "uv"))
     prepared = _prepare_lock(spec, files / "python", spec.metadata.name, clean_lock(lock), progress)
     return prepared, lock
 

@@ -52,10 +52,6 @@ class DirBuilder(Builder):
     def __init__(self, url: str = "dir://") -> None:
         self.root = split_url(url)[1]  # "": the folder lives in the generation
 
-    @classmethod
-    def default_url(cls, spec) -> str:
-        return make_url(cls.kind)
-
     def steps(self, loaded, actions) -> list[Step]:
         return [Step("folder", "make the environment's folder", self._folder),
                 Step("env", f"write the spec's {len(loaded.spec.env)} variable(s) into it", self._env)]

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Self
 
 from envmgr import failpoints
 from envmgr.inherit import Interpreter, closure, lock_lines
@@ -23,6 +23,7 @@ from envmgr.spec.models import canonical_name
 from envmgr.targets.base import Closing
 
 if TYPE_CHECKING:
+    from envmgr.lockfile import Locked
     from envmgr.plan import Action
     from envmgr.progress import Progress
     from envmgr.spec.load import LoadedSpec
@@ -61,8 +62,9 @@ class Step:
 
 
 class Builder(Closing):
-    """Turns a spec into steps. Subclasses set ``kind`` (their backend's scheme), the flags, and
-    implement ``steps`` and ``default_url``."""
+    """Turns a spec into steps. Subclasses set ``kind`` (their backend's scheme) and the flags,
+    take their URL in ``__init__``, merge it with the spec in ``_resolve`` and implement
+    ``steps``. ``from_spec`` is how envmgr makes one: the settings are resolved there, once."""
 
     kind: ClassVar[str] = ""
     can_check: ClassVar[bool] = False  # a check mode on the real target (ansible --check --diff)
@@ -71,10 +73,32 @@ class Builder(Closing):
     # the environment is made on this host, which must already have the spec's driver and toolkits
     builds_here: ClassVar[bool] = False
 
+    _bound: LoadedSpec | None = None
+    lock: Locked | None = None  # the committed lock it installs instead of resolving (envmgr.lockfile)
+
+    def __init__(self, url: str = "") -> None:  # pragma: no cover - every builder parses its own
+        """Take what the URL sets (``SCHEME://`` sets nothing: the spec's ``realize`` decides)."""
+
     @classmethod
-    def default_url(cls, spec: Spec) -> str:  # pragma: no cover - every builder gives its own
-        """The URL a spec's ``realize:`` section asks for, built from its parts."""
-        raise NotImplementedError
+    def from_spec(cls, loaded: LoadedSpec, url: str | None = None, lock: Locked | None = None) -> Self:
+        """The builder of ``loaded``: its settings are the URL's where it gives them, else the
+        spec's ``realize`` section (never turned into a URL and parsed back), resolved here,
+        once; a wrong one raises here, before anything is asked or built. ``lock``: the
+        committed lock to install (``envmgr.lockfile.choose_lock``), else it resolves."""
+        builder = cls(url or f"{cls.kind}://")
+        builder.lock = lock
+        builder.bind(loaded)
+        return builder
+
+    def bind(self, loaded: LoadedSpec) -> None:
+        """Resolve the settings for ``loaded`` unless they are (steps and preflight call it
+        first, so a builder made from a URL alone, as tests do, binds on first use)."""
+        if self._bound is not loaded:
+            self._resolve(loaded)
+            self._bound = loaded
+
+    def _resolve(self, loaded: LoadedSpec) -> None:
+        """Merge the URL's settings with the spec's into attributes the steps read."""
 
     def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:  # pragma: no cover
         raise NotImplementedError
@@ -100,13 +124,16 @@ def execute(steps: Sequence[Step], build: Build) -> Realized:
 
 
 def resolve_step(loaded: LoadedSpec, base: Callable[[], Interpreter] | None = None,
-                 python: Callable[[], str] | None = None) -> Step:
+                 python: Callable[[], str] | None = None, lock: Locked | None = None) -> Step:
     """Resolve the spec's pins into a hashed lock (uv) in the generation: the first step of the
     venv and image builders (a fleet's lock comes with its wheels, envmgr.wheelhouse).
     ``base`` reads the interpreter that ``python.inherit`` keeps packages from; ``python``
     names the interpreter the lock is for (a venv's), else it is for the spec's version on
     manylinux_2_28."""
     spec = loaded.spec
+    if lock is not None:  # committed beside the spec: installed as it is, on every host alike
+        return Step("resolve", f"take the committed lock {lock.path} ({lock.packages} packages, hashes; "
+                               "nothing resolved)", lambda build: _take_lock(build, lock))
     count = len(spec.python.installed_packages)
     return Step("resolve", f"resolve {count} package pins for Python {spec.python.version} into a hashed "
                            f"lock (uv{', no dependencies' if spec.python.no_deps else ''}) from "
@@ -134,6 +161,15 @@ def inherited_summary(spec: Spec) -> str:
     kept = ", ".join(f"{name} =={version}" for name, version in inherited.items())
     return (f"; inherited from {base}: {kept} (with what they need there; never installed)" if kept
             else f"; the packages of {base} visible after the environment's own")
+
+
+def _take_lock(build: Build, lock: Locked) -> None:
+    failpoints.reach("resolve")
+    build.lock = lock.text
+    build.workdir.mkdir(parents=True, exist_ok=True)
+    (build.workdir / "lock.txt").write_text(lock.text, encoding="utf-8")  # where a resolve leaves it
+    build.progress(f"lock: {lock.packages} packages from {lock.path} ({lock.digest[:12]})")
+    failpoints.reach("resolved")
 
 
 def _resolve(build: Build, base: Callable[[], Interpreter] | None, python: Callable[[], str] | None) -> None:

@@ -29,14 +29,13 @@ from envmgr.ansible.probes import prepare_probes, save_probe_outputs
 from envmgr.ansible.runner import SITE_PLAYBOOK, run_playbook
 from envmgr.builders.base import Build, Builder, Realized, Step, execute
 from envmgr.secrets import Redactor
-from envmgr.targets.urls import make_url, parse_ansible_url
+from envmgr.targets.urls import parse_ansible_url
 from envmgr.wheelhouse import prepare_python_lock, prepare_toolkit_locks
 
 if TYPE_CHECKING:
     from envmgr.plan import Action
     from envmgr.progress import Progress
     from envmgr.spec.load import LoadedSpec
-    from envmgr.spec.models import Spec
 
 DATA_DIR = "ansible"  # under the generation's workdir
 
@@ -46,26 +45,31 @@ class FleetBuilder(Builder):
     can_check = True
     changes_host = True
 
-    @classmethod
-    def default_url(cls, spec: Spec) -> str:  # the inventory is read from the spec, relative to it
-        return make_url(cls.kind, spec.realize.ansible.group)
-
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str = "ansible://") -> None:
         self.parts = parse_ansible_url(url)
+        self.fleet: Fleet | None = None
+
+    def _resolve(self, loaded: LoadedSpec) -> None:
+        # the URL's inventory and group, else the spec's (its inventory relative to the spec file)
+        self.fleet = resolve_fleet(self.parts, loaded)  # before any download: a wrong URL fails fast
 
     def steps(self, loaded: LoadedSpec, actions: Sequence[Action], *, check: bool = False) -> list[Step]:
         spec = loaded.spec
-        fleet = resolve_fleet(self.parts, loaded)  # before any download: a wrong URL fails fast
+        self.bind(loaded)
+        fleet = self.fleet
+        assert fleet is not None
         hosts = fleet_hosts(fleet)
         state: dict[str, Any] = {}
         pip_toolkits = [t.version for t in (spec.cuda.toolkits if spec.cuda else ()) if t.source == "pip"]
         host_changes = [a.summary() for a in actions if a.scope == "host"]
         options = spec.realize.ansible
         steps = [
-            Step("resolve", f"resolve {len(spec.python.packages)} package pins for Python {spec.python.version} "
-                            "and download their wheels here (the hosts need no index)",
+            Step("resolve", (f"take the committed lock {self.lock.path} ({self.lock.packages} packages)" if self.lock
+                             else f"resolve {len(spec.python.packages)} package pins for Python {spec.python.version}")
+                            + " and download their wheels here (the hosts need no index)",
                  lambda build: state.update(zip(("python_lock", "lock"),
-                                                prepare_python_lock(spec, _data(build) / "files", build.progress),
+                                                prepare_python_lock(spec, _data(build) / "files", build.progress,
+                                                                    self.lock.text if self.lock else None),
                                                 strict=True))),
         ]
         if pip_toolkits:
@@ -84,7 +88,9 @@ class FleetBuilder(Builder):
         return steps
 
     def preflight(self, loaded: LoadedSpec) -> None:
-        fleet_hosts(resolve_fleet(self.parts, loaded))  # the inventory exists, parses and has the group
+        self.bind(loaded)
+        assert self.fleet is not None
+        fleet_hosts(self.fleet)  # the inventory exists, parses and has the group
 
     def check(self, loaded: LoadedSpec, progress: Progress) -> tuple[str, RunReport]:
         """Check mode on the hosts: (the fleet's URL, what each host would change). Raises

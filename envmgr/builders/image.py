@@ -67,25 +67,28 @@ class ImageBuilder(Builder):
 
     kind = "docker"
 
-    @classmethod
-    def default_url(cls, spec: Spec) -> str:
-        return make_url(cls.kind, spec.realize.docker.tag or f"envmgr/{spec.metadata.name}")
-
     def __init__(self, url: str = "docker://") -> None:
         self.target = parse_docker_url(url)
         self._engine = LazyClient()
         self._base: tuple[str, Interpreter] | None = None
+        self.settings: BuildSettings | None = None
+
+    def _resolve(self, loaded: LoadedSpec) -> None:
+        self.settings = self._settings(loaded.spec)  # checked before the daemon or the index is asked
 
     def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:
         spec = loaded.spec
-        settings = self._settings(spec)  # checked before the daemon or the index is asked
+        self.bind(loaded)
+        settings = self.settings
+        assert settings is not None
         mode = "offline, from a wheelhouse downloaded here" if settings.wheelhouse else "online"
         state: dict[str, str] = {}
         inherit = spec.python.inherit is not None
         return [
             Step("base", f"find the base image {settings.base} in the local Docker engine (never pulled)",
                  lambda build: state.update(base_id=self._base_image_id(self._client(), settings.base))),
-            resolve_step(loaded, base=(lambda: self._base_interpreter(spec, settings.base)) if inherit else None),
+            resolve_step(loaded, base=(lambda: self._base_interpreter(spec, settings.base)) if inherit else None,
+                         lock=self.lock),
             Step("context", "write the build context: Dockerfile, lock"
                             + (", wheelhouse" if settings.wheelhouse else "")
                             + (", inherit.pth (the base image's site-packages, after the venv's own)" if inherit else ""),
@@ -99,7 +102,9 @@ class ImageBuilder(Builder):
 
     def preflight(self, loaded: LoadedSpec) -> None:
         spec = loaded.spec
-        base = self._settings(spec).base
+        self.bind(loaded)
+        assert self.settings is not None
+        base = self.settings.base
         self._base_image_id(self._client(), base)
         if spec.python.inherit is not None:
             problems = pin_problems(self._base_interpreter(spec, base), spec)

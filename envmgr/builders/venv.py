@@ -41,25 +41,27 @@ class VenvBuilder(Builder):
     kind = "venv"
     builds_here = True
 
-    @classmethod
-    def default_url(cls, spec: Spec) -> str:
-        return make_url(cls.kind, spec.realize.venv.path)
-
     def __init__(self, url: str = "venv://") -> None:
         self.root = split_url(url)[1]  # where generations of the venv live; "" = in the generation
         self.installer = venv_installer(url)
         # asked once per apply: each answer costs the interpreter a start (or several, on PATH)
         self._pythons: dict[tuple[str, str], str] = {}
         self._bases: dict[str, Interpreter] = {}
+        self.where = self.root
+
+    def _resolve(self, loaded: LoadedSpec) -> None:
+        self.where = self.root or loaded.spec.realize.venv.path  # the URL's path, else the spec's
 
     def steps(self, loaded: LoadedSpec, actions: Sequence[Action]) -> list[Step]:
         spec = loaded.spec
-        root = self.root or spec.realize.venv.path
+        self.bind(loaded)
+        root = self.where
         where = f"{root}/generation-N" if root else "the generation's venv/"
         env_changes = [a for a in actions if a.kind.startswith("env.") or a.kind.startswith("toolkit.")]
         inherit = spec.python.inherit
         return [
-            resolve_step(loaded, base=lambda: self._base(spec), python=lambda: self._base_python(spec)),
+            resolve_step(loaded, base=lambda: self._base(spec), python=lambda: self._base_python(spec),
+                         lock=self.lock),
             Step("venv", f"create a Python {spec.python.version} venv at {where} ({self.installer})"
                          + (f" from {inherit.python}" if inherit and inherit.python else ""),
                  lambda build: self._create(build, root)),

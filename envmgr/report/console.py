@@ -78,9 +78,11 @@ def _change(before: str | None, after: str | None) -> str:
 
 def render_plan(loaded: LoadedSpec, label: str, actions: list[Action],
                 findings: list[Finding], needed: list[Action] | None = None, builder: str = "",
-                steps: list[Step] | None = None, out: Printer | None = None) -> None:
+                steps: list[Step] | None = None, out: Printer | None = None, lock: str = "") -> None:
     out = out or stdout_printer()
     out.line(("plan", "bold"), f": {label} -> {loaded.spec.metadata.name} ({loaded.path})")
+    if lock:
+        out.line(("lock", "bold"), f": {lock}")
     render_actions(actions, out)
     render_steps(steps or [], out, builder)
     if needed:

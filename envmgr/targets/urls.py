@@ -13,15 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote, unquote, urlencode
 
 from envmgr import backends
 from envmgr.errors import UsageError
 from envmgr.spec import models
-
-if TYPE_CHECKING:
-    from envmgr.spec.models import Spec
 
 INSTALLERS = ("uv", "pip")
 REPOSITORY_RE = re.compile(models.REPOSITORY_RE)
@@ -29,12 +25,6 @@ IMAGE_REF_RE = re.compile(models.IMAGE_REF_RE)
 GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 HOST_KINDS = ("auto", "container", "host")
 PROBE_WHEN = ("changed", "always")
-
-
-def default_url(spec: Spec) -> str:
-    """The URL a spec asks for in ``realize:``, built from its parts by its backend's builder."""
-    builder = backends.builder_class(spec.realize.backend)
-    return builder.default_url(spec) if builder is not None else make_url(spec.realize.backend)
 
 
 def make_url(scheme: str, path: str = "", **params: str) -> str:

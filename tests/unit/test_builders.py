@@ -43,15 +43,40 @@ def test_a_target_that_cannot_start_a_server_says_what_can():
 
 
 @pytest.mark.parametrize(("url", "cls"), [
-    ("venv://", VenvBuilder), ("docker://envmgr/x", ImageBuilder), ("ansible://gpu", FleetBuilder),
+    ("venv://", VenvBuilder), ("docker://envmgr/x?base=debian:bookworm", ImageBuilder),
+    ("ansible://gpu?inventory={inventory}", FleetBuilder),
 ])
-def test_a_url_opens_its_builder(url, cls):
-    assert type(open_builder(url)) is cls and cls.can_check is (cls is FleetBuilder)
+def test_a_url_opens_its_builder(tmp_path, url, cls):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all: {hosts: {a: {}}}\n")
+    builder = open_builder(load_spec(SPECS / "demo-cpu.yaml"), url.format(inventory=inventory))
+    assert type(builder) is cls and cls.can_check is (cls is FleetBuilder)
+
+
+def test_without_a_url_the_specs_backend_builds_with_the_specs_settings(tmp_path):
+    loaded = load_spec(SPECS / "demo-cpu.yaml")
+    builder = open_builder(loaded)
+    assert type(builder).kind == loaded.spec.realize.backend
+    assert isinstance(builder, VenvBuilder) and builder.where == loaded.spec.realize.venv.path
+
+
+def test_settings_are_the_urls_else_the_specs_resolved_once_when_the_builder_is_made(tmp_path):
+    loaded = load_spec(SPECS / "cuda13.yaml")
+    image = ImageBuilder.from_spec(loaded, "docker://?base=debian:bookworm")
+    assert image.settings is not None and image.settings.base == "debian:bookworm"  # the URL's
+    assert image.settings.repository == (loaded.spec.realize.docker.tag or f"envmgr/{loaded.spec.metadata.name}")
+    resolved = image.settings
+    image.steps(loaded, []), image.bind(loaded)
+    assert image.settings is resolved  # steps read them; nothing merged again
+    with pytest.raises(UsageError, match="not a docker repository name"):
+        ImageBuilder.from_spec(loaded, "docker://Not/A Repo")  # a wrong one fails as it is made
+    with pytest.raises(UsageError, match="inventory .* does not exist"):
+        FleetBuilder.from_spec(loaded, f"ansible://gpu?inventory={tmp_path / 'absent.yml'}")
 
 
 def test_local_builds_nothing():
     with pytest.raises(UsageError, match="cannot build an environment") as info:
-        open_builder("local://")
+        open_builder(load_spec(SPECS / "demo-cpu.yaml"), "local://")
     assert "venv://" in (info.value.hint or "")
 
 

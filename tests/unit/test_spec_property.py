@@ -213,11 +213,11 @@ def use(spec) -> None:
     from envmgr.compat import evaluate
     from envmgr.plan import plan, state_from_spec
     from envmgr.secrets import Redactor
-    from envmgr.targets.urls import default_url, split_url
+    from envmgr.targets.urls import make_url, split_url
 
     render_dockerfile(spec, base_image="envmgr/base:bookworm", lock_name="lock.txt", wheelhouse=False,
                       envmgr_version="0", spec_digest="0" * 64)
-    split_url(default_url(spec))
+    split_url(make_url(spec.realize.backend, spec.realize.docker.tag or spec.realize.venv.path or spec.realize.ansible.group))
     Redactor.for_spec(spec).data(spec.model_dump(mode="json"))
     evaluate(spec)
     plan(state_from_spec(spec), spec)
