@@ -543,17 +543,19 @@ def cmd_status(a: argparse.Namespace) -> int:
         raise UsageError(f"no current generation in {store.home}", hint="run `envmgr apply SPEC` first")
     with open_target(current.backend) as built:
         drift, missing = generation_state(current, built)
+    spec_file = current.meta.get("spec_file") if isinstance(current.meta.get("spec_file"), str) else "SPEC"
+    fix = (f"`envmgr apply {spec_file}` builds a new generation as locked (this one is left as it is), "
+           "`envmgr rollback` goes back to the previous one") if drift or missing else None
     if a.json:
         _emit({"generation": current.number, "spec": current.meta.get("spec_name"),
                "backend": current.backend, "missing": missing,
-               "drift": None if missing else drift.to_dict(), "drifted": bool(drift) and not missing})
+               "drift": None if missing else drift.to_dict(), "drifted": bool(drift) and not missing, "fix": fix})
     else:
         print(f"generation {current.number}: {current.meta.get('spec_name')} via {current.backend}")
         if missing:
-            print(f"environment missing: {missing}; `envmgr apply SPEC` rebuilds it, `envmgr rollback` "
-                  "goes back to the previous generation")
+            print(f"environment missing: {missing}; {fix}")
         else:
-            print("drift:\n  " + "\n  ".join(drift.lines()) if drift else "no drift: installed = lock")
+            print("drift:\n  " + "\n  ".join(drift.lines()) + f"\nto fix: {fix}" if drift else "no drift: installed = lock")
     if missing:
         return 1
     return 2 if drift else 0
@@ -668,8 +670,8 @@ def cmd_report(a: argparse.Namespace) -> int:
              help="Spec file (default: the current generation's, when --hosts is not given)"),
          opt("--hosts", action="append", metavar="URL",
              help="testinfra host URLs (local://, docker://CONTAINER, ssh://user@host, "
-                  "ansible://GROUP?ansible_inventory=FILE); repeat or comma-separate "
-                  "(default: the current generation's venv, with its env)"),
+                  "ansible://GROUP?inventory=FILE); repeat or comma-separate "
+                  "(default: the current generation: its venv with its env, or a throwaway container of its image)"),
          opt("--lock", type=Path, metavar="FILE", help="Lock file: packages must equal their locked versions"),
          opt("--python", default="python3", metavar="PY",
              help="Interpreter of the environment, e.g. /opt/envmgr/venv/bin/python (default: python3)"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -108,7 +109,15 @@ class Target(Closing):
     runs_here: ClassVar[bool] = False  # its processes are this machine's (process groups, ports)
 
     leaves: ClassVar[str] = ""  # LEAVES_FOLDER, LEAVES_IMAGE, or "" (nothing, or the hosts' own)
-    verify_here: ClassVar[bool] = False  # `envmgr verify` of a generation runs testinfra here, in it
+
+    @contextmanager
+    def testinfra_url(self) -> Iterator[str]:
+        """A testinfra host URL that reaches this environment while the context lasts, for
+        ``envmgr verify`` of a generation (a venv: ``local://`` with its env; an image: a
+        throwaway container of it). Refused where verify needs ``--hosts``."""
+        raise UsageError(f"{self.scheme}:// environments are verified with --hosts",
+                         hint="envmgr verify SPEC --hosts ansible://GROUP?inventory=FILE (or ssh://HOST)")
+        yield ""  # pragma: no cover - a generator, for the contextmanager
 
     @classmethod
     def from_url(cls, url: str) -> Target:

@@ -12,6 +12,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from envmgr.errors import BackendError, CommandNotFound, CommandTimeout, UsageError
@@ -116,6 +117,22 @@ class ContainerTarget(Target):
             remove_container_quietly(api, container)
             raise
         return DockerService(api, container, f"{args[0]} in {image} (container {container[:12]})")
+
+    @contextmanager
+    def testinfra_url(self) -> Iterator[str]:
+        """A throwaway container of the image, idle until the checks are done, then removed:
+        ``docker://ID`` for testinfra (whose commands get the image's ENV, as ``run``'s do)."""
+        image = self._require_image()
+        api = self._client()
+        with translated(f"creating a container of {image} to verify"):
+            container = api.create_container(image, command=["infinity"], entrypoint=["sleep"],
+                                             labels={RUN_LABEL: "1"},
+                                             host_config=self._host_config(api, network_mode="host", init=True))["Id"]
+        try:
+            self._start(api, container, ["sleep", "infinity"])
+            yield f"docker://{container}"
+        finally:
+            remove_container_quietly(api, container)
 
     def close(self) -> None:
         self._engine.close()

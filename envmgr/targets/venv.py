@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,17 @@ class VenvTarget(Target):
     can_start = True
     runs_here = True
     leaves = LEAVES_FOLDER  # a venv made outside its generation's folder (realize.venv.path)
-    verify_here = True
+
+    @contextmanager
+    def testinfra_url(self) -> Iterator[str]:
+        """testinfra's ``local://`` runs its commands with this process's env: the venv's, meanwhile."""
+        saved = dict(os.environ)
+        os.environ.update(self.environment())
+        try:
+            yield "local://"
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
 
     @classmethod
     def from_url(cls, url: str) -> VenvTarget:

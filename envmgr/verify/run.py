@@ -1,8 +1,8 @@
 """``envmgr verify``: connect to hosts by testinfra URL and evaluate a spec's checks on each.
 
 Host URLs are testinfra's own (``local://``, ``docker://NAME``, ``ssh://user@host``,
-``ansible://GROUP?ansible_inventory=FILE``, ...) and go to ``testinfra.get_hosts``
-unchanged, so a group expands to its hosts exactly as ``pytest --hosts`` does.
+``ansible://GROUP?inventory=FILE`` (or testinfra's ``?ansible_inventory=``), ...) and go to
+``testinfra.get_hosts``, so a group expands to its hosts exactly as ``pytest --hosts`` does.
 testinfra is imported here only when connecting: the CLI stays fast to start.
 """
 
@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode
 
 from envmgr.errors import BackendError, UsageError
 from envmgr.spec.models import Spec
@@ -51,14 +52,28 @@ def connect(urls: list[str]) -> list[tuple[str, Host]]:
     return connected
 
 
+def for_testinfra(url: str) -> str:
+    """envmgr names an inventory ``?inventory=`` everywhere; testinfra ``?ansible_inventory=``:
+    an ``ansible://`` host takes either, and goes to testinfra in its spelling."""
+    scheme, _, rest = url.partition("://")
+    group, _, query = rest.partition("?")
+    if scheme != "ansible" or not query:
+        return url
+    params = parse_qsl(query, keep_blank_values=True)
+    names = [name for name, _ in params]
+    if "inventory" in names and "ansible_inventory" in names:
+        raise UsageError(f"{url}: give ?inventory= or ?ansible_inventory=, not both", hint="they are one setting")
+    return f"ansible://{group}?" + urlencode([("ansible_inventory" if n == "inventory" else n, v) for n, v in params])
+
+
 def hosts_of(url: str) -> list[Host]:
     if "://" not in url:  # testinfra would silently pick paramiko (ssh) for a bare name
         raise UsageError(f"host {url!r} is not a URL",
-                         hint="write local://, docker://NAME, ssh://user@host or ansible://GROUP")
+                         hint="write local://, docker://NAME, ssh://user@host or ansible://GROUP?inventory=FILE")
     import testinfra
 
     try:
-        hosts = testinfra.get_hosts([url])
+        hosts = testinfra.get_hosts([for_testinfra(url)])
     except transport_errors() as exc:  # unknown scheme, bad inventory, missing client library...
         raise BackendError(f"{url}: testinfra cannot use this host: {exc}",
                            hint="check the URL and that its client (docker, ssh, ansible) is installed") from exc
@@ -109,28 +124,19 @@ def verify_hosts(spec_path: Path | str, hosts: list[str], lock_path: Path | str 
 
 
 def verify_generation(generation, spec_path: Path | str | None) -> Verified:
-    """The current generation's environment against its own spec (or SPEC) and lock: on this
-    host, with the generation's interpreter and the env its commands get (the spec's env,
-    CUDA_HOME, PATH). Venv generations only: an image or a fleet is verified with --hosts."""
-    import os
-
+    """The current generation's environment against its own spec (or SPEC) and lock, reached
+    the way its target offers (a venv: here, with its interpreter and env; an image: a
+    throwaway container of it, started and removed here); a fleet is verified with --hosts."""
     from envmgr.backends import recorded_target
 
     kind = generation.meta.get("backend_kind")
     target = recorded_target(kind)
-    if target is None or not target.verify_here or not generation.location:
-        raise UsageError(f"generation {generation.number} is a {kind} environment: verify it with --hosts",
-                         hint="envmgr verify SPEC --hosts docker://CONTAINER (a container of the image) "
-                              "or ansible://GROUP?ansible_inventory=FILE")
-    venv = target.at(generation.location)
-    saved = dict(os.environ)
-    os.environ.update(venv.environment())  # testinfra's local:// runs its commands with this env
-    try:
-        return verify_hosts(spec_path or generation.path / "spec.yaml", ["local://"],
-                            generation.path / "lock.txt", venv.interpreter)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    if target is None or not generation.location:
+        raise UsageError(f"generation {generation.number} records no environment envmgr can reach ({kind!r})",
+                         hint="envmgr verify SPEC --hosts URL")
+    with target.at(generation.location) as environment, environment.testinfra_url() as url:
+        return verify_hosts(spec_path or generation.path / "spec.yaml", [url],
+                            generation.path / "lock.txt", environment.interpreter)
 
 
 def split_hosts(hosts: list[str]) -> list[str]:

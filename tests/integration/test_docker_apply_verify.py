@@ -68,6 +68,14 @@ def test_apply_generations_and_verify_in_a_container(tmp_path, docker_client, ba
     assert docker_client.images.get(image1).id != docker_client.images.get(image2).id
     status = envmgr(home, "status")  # facts collected in containers of the image
     assert status.returncode == 0 and "no drift" in status.stdout, status.stdout + status.stderr
+    # verify of the image generation, no --hosts: a throwaway container of its image, removed after
+    before = {c.id for c in docker_client.containers.list(all=True)}
+    own = envmgr(home, "verify", "--json")
+    assert own.returncode == 0, own.stdout + own.stderr
+    report = json.loads(own.stdout)
+    assert report["ok"] is True and any(r["check"] == "package:six" for r in report["results"])
+    assert all(r["host"].startswith("docker://") for r in report["results"])
+    assert {c.id for c in docker_client.containers.list(all=True)} == before  # none left behind
 
     container = docker_client.containers.run(image2, ["sleep", "infinity"], detach=True,
                                              network_mode="none", name=f"envmgr-verify-{uuid.uuid4().hex[:8]}")

@@ -116,6 +116,7 @@ def test_apply_unchanged_change_drift_rollback(tmp_path: Path, home: Path):
     drifted = envmgr(home, "status", "--json")
     assert drifted.returncode == 2
     assert json.loads(drifted.stdout)["drift"]["changed"] == {"six": {"locked": "1.17.0", "installed": "1.16.0"}}
+    assert json.loads(drifted.stdout)["fix"].startswith("`envmgr apply ")  # how to get back to the lock
 
     repaired = envmgr(home, "apply", str(spec), "--yes")  # drift makes the same spec apply again
     assert repaired.returncode == 0 and "applied: generation 3" in repaired.stdout
