@@ -1,9 +1,10 @@
 """The ``envmgr`` command: parse arguments, call the library, render the result.
 
-Exit codes: 0 success; 1 an error (or, for ``validate``, an error finding; for ``triage``,
-a known failure in the log; for ``bench``, a cell that did not run its load);
-2 for ``plan`` when there are changes (like terraform's ``-detailed-exitcode``), and 2 for
-a command line argparse rejects.
+Exit codes (each command's in ``EXIT_CODES``, printed in its --help and docs/cli.md): 0 success;
+1 an error (or, for ``validate``, an error finding; for ``triage``, a known failure in the log;
+for ``bench``, a cell that did not run its load); 2 for ``plan`` when there are changes (like
+terraform's ``-detailed-exitcode``) and ``status`` on drift; 64 (EX_USAGE) for a command line it
+rejects; 141 when what reads its output goes away; 130 / 128+N when interrupted.
 
 The command layer is the standard library's argparse: each command is a function taking
 the parsed arguments and returning its exit code, declared with the options it takes.
@@ -21,38 +22,24 @@ import json
 import os
 import signal
 import sys
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from envmgr import __version__, backends
-from envmgr.commandline import USAGE, BadArguments, Parser, loudness, reader_gone, stdout_closed
+from envmgr.commandline import (
+    USAGE,
+    BadArguments,
+    Opt,
+    Parser,
+    Terminated,
+    loudness,
+    opt,
+    positive,
+    reader_gone,
+    stdout_closed,
+    stop_on_signals,
+)
 from envmgr.errors import EnvmgrError, UsageError
-
-
-@dataclass(frozen=True)
-class Opt:
-    """One ``add_argument`` call, kept as data so commands can share options."""
-
-    names: tuple[str, ...]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-def opt(*names: str, **kwargs: Any) -> Opt:
-    return Opt(names, kwargs)
-
-
-def positive(text: str) -> float:
-    """An argparse type: a finite number of seconds above zero."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
-    return value
-
 
 SPEC = opt("spec", type=Path, metavar="SPEC", help="Spec file (YAML, apiVersion: envmgr/v1)")
 JSON = opt("--json", dest="json", action="store_true", help="Print JSON for machines")
@@ -84,6 +71,7 @@ EXIT_CODES = {
     "report": "0 written, 1 no results or an error",
     "verify": "0 every check passed, 1 a check failed or an error",
     "schema": "0",
+    "completion": "0",
 }
 
 
@@ -710,6 +698,16 @@ def cmd_schema(a: argparse.Namespace) -> int:
 # Parsing and the entry point
 
 
+@command(opt("shell", choices=("bash", "zsh"), help="The shell the script is for"))
+def cmd_completion(a: argparse.Namespace) -> int:
+    """Print a completion script: eval "$(envmgr completion bash)" in ~/.bashrc (zsh: in ~/.zshrc)."""
+    from envmgr.completion import script
+
+    parser = build_parser()
+    print(script(parser, parser.commands, a.shell), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="envmgr", description="Declarative environment and upgrade manager for GPU inference hosts.",
@@ -736,33 +734,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP: stopped the way Ctrl-C stops a command (servers and probes stopped,
-    nothing half-recorded), because every cleanup path already handles KeyboardInterrupt."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated(signum)
-
-
-@contextlib.contextmanager
-def _stop_on_signals():
-    """SIGTERM and SIGHUP raise ``Terminated`` while a command runs (then the old handlers)."""
-    if threading.current_thread() is not threading.main_thread():  # only it may set handlers
-        yield
-        return
-    old = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for signum, handler in old.items():
-            signal.signal(signum, handler)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: envmgr errors become a message and exit 1, not a traceback; under
     ``--json`` the same error is also a JSON object on stdout, with the same exit code."""
@@ -781,7 +752,7 @@ def main(argv: list[str] | None = None) -> int:
 
         args.progress = TerminalProgress(verbose=args.verbose, quiet=args.quiet)
         try:
-            with _stop_on_signals():
+            with stop_on_signals():
                 code = args.func(args)
                 sys.stdout.flush()  # here, not at exit: a reader that has gone is seen below
                 return code

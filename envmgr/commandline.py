@@ -6,9 +6,12 @@ envmgr quietly, as a Unix tool killed by SIGPIPE."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
+import threading
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 USAGE = 64  # EX_USAGE of sysexits.h: never 2, which plan says "changes" with and status "drift"
@@ -90,3 +93,53 @@ def reader_gone() -> int:
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     return 128 + signal.SIGPIPE
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One ``add_argument`` call, kept as data so commands can share options."""
+
+    names: tuple[str, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def opt(*names: str, **kwargs: Any) -> Opt:
+    return Opt(names, kwargs)
+
+
+def positive(text: str) -> float:
+    """An argparse type: a finite number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stopped the way Ctrl-C stops a command (servers and probes stopped,
+    nothing half-recorded), because every cleanup path already handles KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGTERM and SIGHUP raise ``Terminated`` while a command runs (then the old handlers)."""
+    if threading.current_thread() is not threading.main_thread():  # only it may set handlers
+        yield
+        return
+    old = {signum: signal.signal(signum, terminate) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)

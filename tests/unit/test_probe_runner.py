@@ -79,7 +79,7 @@ def test_sigterm_while_probes_run_stops_them_all_at_once(monkeypatch, exclusive)
     import signal
     import threading
 
-    from envmgr.cli import Terminated, _terminate
+    from envmgr.commandline import Terminated, terminate
 
     marker = f"envmgr-term-{uuid.uuid4().hex}"
     body = ("import subprocess, time\n"
@@ -88,7 +88,7 @@ def test_sigterm_while_probes_run_stops_them_all_at_once(monkeypatch, exclusive)
             "    time.sleep(300)\n")
     add_probe(monkeypatch, "slow_a", body, timeout=300, exclusive=exclusive)
     add_probe(monkeypatch, "slow_b", body, timeout=300)
-    old = signal.signal(signal.SIGTERM, _terminate)
+    old = signal.signal(signal.SIGTERM, terminate)
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
     started = time.monotonic()
     try:
