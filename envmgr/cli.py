@@ -107,7 +107,8 @@ def _load_facts(path: Path | None):
 # Commands
 
 
-@command(SPEC, JSON, FACTS)
+@command(SPEC, JSON, FACTS, opt("--check-index", action="store_true",
+                               help="Also ask the spec's wheel sources whether each pin has a release (network; offline-aware)"))
 def cmd_validate(a: argparse.Namespace) -> int:
     """Check a spec against the compatibility rules: exit 0 without error findings, 1 with."""
     from envmgr.compat import check
@@ -116,6 +117,10 @@ def cmd_validate(a: argparse.Namespace) -> int:
 
     loaded = load_spec(a.spec)
     findings = check(loaded, _load_facts(a.facts))
+    if a.check_index:
+        from envmgr.pins import check_pins
+
+        findings += check_pins(loaded.spec, locate=loaded.locate)
     errors = sum(f.severity == "error" for f in findings)
     bench = loaded.spec.benchmarks
     outcomes = expected_all(findings, bench.configs) if bench is not None else {}
@@ -708,7 +713,7 @@ def cmd_completion(a: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     parser = Parser(
         prog="envmgr", description="Declarative environment and upgrade manager for GPU inference hosts.",
         epilog="`envmgr COMMAND --help` says what each command takes and what its exit codes mean.")

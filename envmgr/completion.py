@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping
 
 from envmgr.errors import UsageError
 
@@ -29,7 +30,7 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
     return sorted({name for action in parser._actions for name in action.option_strings})
 
 
-def script(parser: argparse.ArgumentParser, commands: dict[str, argparse.ArgumentParser], shell: str) -> str:
+def script(parser: argparse.ArgumentParser, commands: Mapping[str, argparse.ArgumentParser], shell: str) -> str:
     """The completion script for ``shell``."""
     if shell not in SHELLS:
         raise UsageError(f"no completion for {shell!r}", hint=f"use one of {', '.join(SHELLS)}")
