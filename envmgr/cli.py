@@ -55,6 +55,7 @@ EXIT_CODES = {
     "validate": "0 no error finding, 1 an error finding or an error",
     "plan": "0 no changes, 2 changes, 1 an error",
     "lock": "0 written, 1 an error",
+    "init": "0 written, 1 an error (the file exists: --force)",
     "advise": "0 every blocker has a known way out, 1 not, or an error",
     "facts": "0 facts collected (what is missing is reported, not an error), 1 an error",
     "apply": "0 applied or unchanged, 1 declined at the prompt, required probes failed, or an error",
@@ -188,6 +189,28 @@ def cmd_plan(a: argparse.Namespace) -> int:
         if a.out is not None:
             print(f"saved the plan to {a.out}: `envmgr apply {a.out}` applies exactly it")
     return 2 if actions else 0
+
+
+@command(opt("name", metavar="NAME", help="The environment's name (metadata.name)"), FACTS,
+         opt("-o", "--out", type=Path, metavar="SPEC", help="Where to write it (default: NAME.yaml here)"),
+         opt("--python", metavar="PY", help="The interpreter whose packages it pins (default: python3 here)"),
+         opt("--force", action="store_true", help="Replace SPEC if it exists"))
+def cmd_init(a: argparse.Namespace) -> int:
+    """Write a starting spec from this host's facts (or --facts FILE): its GPUs, driver, toolkits, Python and stack pins."""
+    from envmgr.initspec import spec_text
+    from envmgr.userfiles import write_user_file
+
+    facts, label = _load_facts(a.facts), str(a.facts)
+    if facts is None:
+        from envmgr.facts import collect_facts
+        from envmgr.targets.local import LocalTarget
+
+        with LocalTarget() as local:
+            facts, label = collect_facts(local, python=a.python or "python3"), "local://"
+    out = a.out or Path(f"{a.name}.yaml")
+    write_user_file(out, spec_text(a.name, facts, label, str(out)), force=a.force, what="the spec")
+    print(f"wrote {out}: review it, then `envmgr validate {out}`")
+    return 0
 
 
 @command(SPEC, JSON)
