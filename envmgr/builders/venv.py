@@ -59,7 +59,11 @@ class VenvBuilder(Builder):
         where = f"{root}/generation-N" if root else "the generation's venv/"
         env_changes = [a for a in actions if a.kind.startswith("env.") or a.kind.startswith("toolkit.")]
         inherit = spec.python.inherit
+        provision = self._needs_python(spec)
         return [
+            *([Step("python", f"install Python {spec.python.version} with uv (none on this host): `uv python install "
+                              f"{spec.python.version}`, from python-build-standalone or UV_PYTHON_INSTALL_MIRROR",
+                    lambda build: self._provision(build, spec.python.version))] if provision else []),
             resolve_step(loaded, base=lambda: self._base(spec), python=lambda: self._base_python(spec),
                          lock=self.lock),
             Step("venv", f"create a Python {spec.python.version} venv at {where} ({self.installer})"
@@ -77,7 +81,8 @@ class VenvBuilder(Builder):
 
     def preflight(self, loaded: LoadedSpec) -> None:
         spec = loaded.spec
-        self._base_python(spec)  # an interpreter of the spec's version that runs, or a clear error
+        if not self._needs_python(spec):
+            self._base_python(spec)  # an interpreter of the spec's version that runs, or a clear error
         if spec.python.inherit is not None:
             problems = pin_problems(self._base(spec), spec)
             if problems:
@@ -96,8 +101,28 @@ class VenvBuilder(Builder):
             if named and not _reports_version(named, spec.python.version):
                 raise BackendError(f"python.inherit.python: {named} does not run as Python {spec.python.version}",
                                    hint="name the base interpreter by its path, of the spec's python.version")
-            self._pythons[key] = named or find_interpreter(spec.python.version)
+            self._pythons[key] = named or require_interpreter(spec.python.version)
         return self._pythons[key]
+
+    def _needs_python(self, spec: Spec) -> bool:
+        """No interpreter of the spec's version here, and none named: uv installs one first."""
+        inherit = spec.python.inherit
+        if (inherit is not None and inherit.python) or (("", spec.python.version) in self._pythons):
+            return False
+        found = find_interpreter(spec.python.version)
+        if found is not None:
+            self._pythons[("", spec.python.version)] = found
+        return found is None
+
+    def _provision(self, build: Build, version: str) -> None:
+        uv = uv_binary()
+        done = stream([uv, "python", "install", version], prefixed(build.progress, "uv"), timeout=1800)
+        found = find_interpreter(version) if done.returncode == 0 else None
+        if found is None:
+            raise BackendError(f"uv could not install Python {version}: {(done.stdout or '').strip()[-300:]}",
+                               hint=f"install Python {version} on this host (python{version} on PATH), or give uv "
+                                    "a reachable mirror of python-build-standalone: UV_PYTHON_INSTALL_MIRROR")
+        self._pythons[("", version)] = found
 
     def _base(self, spec: Spec) -> Interpreter:
         """The base interpreter's packages, read once for the preflight and the resolve."""
@@ -204,17 +229,34 @@ def _has_pip_toolkit(spec: Spec) -> bool:
     return spec.cuda is not None and spec.cuda.selected.source == "pip"
 
 
-def find_interpreter(version: str) -> str:
-    """An interpreter of ``version`` (major.minor) on this host that runs and says so; no
-    downloads. (A pyenv shim is on PATH for versions it cannot run: asked, it fails.)"""
+def find_interpreter(version: str) -> str | None:
+    """An interpreter of ``version`` (major.minor) on this host that runs and says so: envmgr's
+    own, ``python{version}`` on PATH, else one uv knows (its managed installs); no downloads.
+    (A pyenv shim is on PATH for versions it cannot run: asked, it fails.)"""
     if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
         return sys.executable
-    found = shutil.which(f"python{version}")
-    if found and _reports_version(found, version):
-        return found
-    raise BackendError(f"no Python {version} interpreter on this host (looked for python{version})",
-                       hint=f"install Python {version}, or set python.version to "
-                            f"{sys.version_info.major}.{sys.version_info.minor}")
+    for found in (shutil.which(f"python{version}"), _uv_finds(version)):
+        if found and _reports_version(found, version):
+            return found
+    return None
+
+
+def require_interpreter(version: str) -> str:
+    found = find_interpreter(version)
+    if found is None:
+        raise BackendError(f"no Python {version} interpreter on this host (looked for python{version} and uv's)",
+                           hint=f"install Python {version}, or set python.version to "
+                                f"{sys.version_info.major}.{sys.version_info.minor}")
+    return found
+
+
+def _uv_finds(version: str) -> str | None:
+    try:
+        done = subprocess.run([uv_binary(), "python", "find", "--no-python-downloads", version],
+                              capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired, BackendError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def _reports_version(python: str, version: str) -> bool:

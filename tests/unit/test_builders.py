@@ -162,37 +162,43 @@ def test_package_changes_read_as_a_diff():
     assert package_changes([]) == "no package changes"
 
 
-def test_a_missing_interpreter_stops_apply_before_the_plan_or_a_generation(tmp_path):
-    """Pre-flight: a venv of a Python this host lacks is refused before anything is shown or made."""
+def test_a_missing_interpreter_is_installed_by_uv_first_and_said_in_the_plan(tmp_path, monkeypatch):
+    """No Python of the spec's version here: the plan's first step installs it with uv (issue 29).
+    Offline (as this machine is for python-build-standalone), that step fails clearly, and no
+    generation becomes current."""
     import yaml
 
     from envmgr.apply import apply
     from envmgr.errors import BackendError
     from envmgr.state import Store
 
+    monkeypatch.setenv("UV_OFFLINE", "1")  # uv may not download: the failure is immediate and the same everywhere
     spec = tmp_path / "old-python.yaml"
     spec.write_text(yaml.safe_dump({"apiVersion": "envmgr/v1", "metadata": {"name": "old"},
                                     "hardware": {"gpu": {"arch": "sm_90"}},
                                     "python": {"version": "3.4", "packages": {"six": "1.16.0"}}}))
-    shown: list[object] = []
+    shown: list[list[str]] = []
     store = Store(tmp_path / "home")
-    with pytest.raises(BackendError, match="no Python 3.4 interpreter") as info:
-        apply(load_spec(spec), VenvBuilder(), store, lambda line: None, lambda a, s: shown.append(s) or True)
-    assert "python.version" in (info.value.hint or "")
-    assert shown == [] and store.generations() == [] and not list((store.generations_dir).iterdir())
+    with pytest.raises(BackendError, match="uv could not install Python 3.4") as info:
+        apply(load_spec(spec), VenvBuilder(), store, lambda line: None,
+              lambda a, steps: shown.append([s.summary for s in steps]) or True)
+    assert "UV_PYTHON_INSTALL_MIRROR" in (info.value.hint or "")
+    assert shown[0][0].startswith("install Python 3.4 with uv (none on this host)")
+    assert store.current() is None
 
 
 def test_an_interpreter_on_path_that_cannot_run_is_not_found(tmp_path, monkeypatch):
     """pyenv puts a python3.X shim on PATH for versions it has not selected: it exits 127."""
-    from envmgr.builders.venv import find_interpreter
+    from envmgr.builders.venv import find_interpreter, require_interpreter
     from envmgr.errors import BackendError
 
     shim = tmp_path / "python3.4"
     shim.write_text("#!/bin/sh\necho 'pyenv: python3.4: command not found' >&2\nexit 127\n")
     shim.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert find_interpreter("3.4") is None
     with pytest.raises(BackendError, match="no Python 3.4 interpreter"):
-        find_interpreter("3.4")
+        require_interpreter("3.4")
     good = tmp_path / "python3.5"
     good.write_text("#!/bin/sh\necho 3.5\n")
     good.chmod(0o755)
