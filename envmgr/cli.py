@@ -57,7 +57,7 @@ EXIT_CODES = {
     "lock": "0 written, 1 an error",
     "init": "0 written, 1 an error (the file exists: --force)",
     "advise": "0 every blocker has a known way out, 1 not, or an error",
-    "facts": "0 facts collected (what is missing is reported, not an error), 1 an error",
+    "facts": "0 facts collected (what the host lacks is reported, never an error)",
     "apply": "0 applied or unchanged, 1 declined at the prompt, required probes failed, or an error",
     "run": "the command's own; 127 it does not exist there; 1 an envmgr error",
     "shell": "the shell's own; 1 an envmgr error",

@@ -185,6 +185,9 @@ def test_cli_dry_run_shows_commands_and_blocks_the_typo(setup):
     assert cells["ep_flashinfer_a2a"]["argv"][-4:] == ["--moe-a2a-backend", "flashinfer",
                                                       "--moe-runner-backend", "flashinfer_cutlass"]
     assert not (store.get(gen).path / "bench").exists()  # a dry run launches and records nothing
+    only = subprocess.run([sys.executable, "-m", "envmgr", "bench", str(spec), "--env", str(gen), "--home", str(home),
+                           "--config", "baseline", "--dry-run"], capture_output=True, text=True)
+    assert only.returncode == 0, only.stderr  # nothing blocked: every cell would launch
 
 
 def test_a_secret_in_the_bench_spec_is_not_recorded_and_resuming_still_works(setup, tmp_path):

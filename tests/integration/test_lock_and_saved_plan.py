@@ -50,6 +50,7 @@ def test_a_committed_lock_reproduces_the_same_environment_in_a_second_store(caps
         assert (home / "generations" / "1" / "lock.txt").read_text() == body  # installed as committed
     assert installed(homes[0]) == installed(homes[1])
     assert ("nvidia-cuda-nvcc", "13.0.88") in [tuple(p) for p in installed(homes[0])]
+    assert run(capsys, "probe", "--home", str(homes[1]), "--only", "toolchain_arch")[0] == 0  # its nvcc builds sm_90
     meta = json.loads((homes[1] / "generations" / "1" / "meta.json").read_text())
     assert meta["lock_file"] == str(lock.resolve()) and len(meta["lock_digest"]) == 64
     # the same spec and lock again: unchanged; a new lock (`envmgr lock` after the index moved): rebuilt
