@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -94,9 +93,8 @@ def test_container_can_create_a_venv_with_pip(client, image):
         client.containers.get(container_id)
 
 
-def test_bootstrap_script_is_idempotent_and_fast_when_the_image_exists(image):
+def test_bootstrap_script_is_idempotent_when_the_image_exists(image):
     env = {k: v for k, v in os.environ.items() if k not in ("ENVMGR_BASE_REBUILD",)}
-    started = time.monotonic()
     proc = subprocess.run(
         ["bash", str(SCRIPT), IMAGE],
         capture_output=True,
@@ -105,8 +103,6 @@ def test_bootstrap_script_is_idempotent_and_fast_when_the_image_exists(image):
         env=env,
         check=False,
     )
-    elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     assert "already exists" in proc.stdout
-    assert image.id in proc.stdout
-    assert elapsed < 10, f"second run took {elapsed:.1f}s"
+    assert image.id in proc.stdout  # reused, not rebuilt (how fast: benchmarks/, never a timed test)
