@@ -30,10 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion
+
 from envmgr.errors import StateError, UsageError
 from envmgr.lock import locked_versions, requirement_lines, resolve, source_args
 from envmgr.progress import Progress, prefixed
 from envmgr.spec.load import LoadedSpec
+from envmgr.spec.models import canonical_name
 from envmgr.userfiles import write_user_file
 
 HEADER = "# envmgr-lock v1 "
@@ -50,6 +54,7 @@ class Locked:
     inputs_digest: str
     current: bool
     changed: tuple[str, ...] = ()  # the inputs that differ, when it is stale
+    unmet: tuple[str, ...] = ()  # the spec's pins its own lines do not meet (edited by hand)
 
     @property
     def digest(self) -> str:
@@ -61,11 +66,13 @@ class Locked:
 
     def status(self) -> str:
         """``specs/cuda13.lock: current (12 packages)`` or ``...: stale (requirements changed)``."""
-        return (f"{self.path}: current ({self.packages} packages)" if self.current
-                else f"{self.path}: stale ({', '.join(self.changed)} changed since it was made)")
+        if self.current:
+            return f"{self.path}: current ({self.packages} packages)"
+        why = ([f"{', '.join(self.changed)} changed since it was made"] if self.changed else []) + list(self.unmet)
+        return f"{self.path}: stale ({'; '.join(why)})"
 
     def to_dict(self) -> dict:
-        return {"path": str(self.path), "current": self.current, "changed": list(self.changed),
+        return {"path": str(self.path), "current": self.current, "changed": list(self.changed), "unmet": list(self.unmet),
                 "packages": self.packages, "digest": self.digest}
 
 
@@ -128,7 +135,24 @@ def read_lock(loaded: LoadedSpec) -> Locked | None:
     changed = tuple(k for k in sorted(set(given) | set(recorded)) if given.get(k) != recorded.get(k))
     if _digest(recorded) != header.get("inputs_digest"):
         changed = changed or ("its header",)  # edited by hand: not what the resolver was given
-    return Locked(where, text, str(header.get("inputs_digest")), not changed, changed)
+    unmet = _unmet(loaded, text)
+    return Locked(where, text, str(header.get("inputs_digest")), not changed and not unmet, changed, unmet)
+
+
+def _unmet(loaded: LoadedSpec, text: str) -> tuple[str, ...]:
+    """The spec's pins the lock's own lines do not meet (its body edited by hand): as uv's
+    ``--locked`` asks, the lock must still satisfy the project, whatever its header says."""
+    versions = locked_versions(text)
+    unmet = []
+    for name, specifier in loaded.spec.python.installed_packages.items():
+        version = versions.get(canonical_name(name))
+        try:
+            ok = version is not None and SpecifierSet(specifier).contains(version, prereleases=True)
+        except (InvalidSpecifier, InvalidVersion):
+            ok = False
+        if not ok:
+            unmet.append(f"{name}{specifier} not met by the lock ({version or 'not in it'})")
+    return tuple(unmet)
 
 
 def _read_header(path: Path) -> dict | None:

@@ -15,7 +15,9 @@ from envmgr.savedplan import FORMAT, read_plan
 from envmgr.spec import load_spec
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
-BODY = "packaging==24.2 \\\n    --hash=sha256:" + "a" * 64 + "\n"
+BODY = "".join(f"{pin} \\\n    --hash=sha256:{'a' * 64}\n" for pin in (  # what demo-cpu.yaml pins, met
+    "nvidia-cuda-crt==13.0.88", "nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-runtime==13.0.96", "nvidia-nvvm==13.0.88",
+    "packaging==24.2"))
 
 
 @pytest.fixture()
@@ -36,12 +38,20 @@ def write_lock_by_hand(loaded, inputs=None, body=BODY) -> Path:
 def test_a_lock_is_current_while_the_spec_gives_its_inputs_and_stale_after(loaded):
     path = write_lock_by_hand(loaded)
     found = lockfile.read_lock(loaded)
-    assert found is not None and found.current and found.text == BODY and found.packages == 1
-    assert found.status() == f"{path}: current (1 packages)"
+    assert found is not None and found.current and found.text == BODY and found.packages == 5
+    assert found.status() == f"{path}: current (5 packages)"
     write_lock_by_hand(loaded, {**lockfile.inputs(loaded), "python": "3.10", "requirements": ["x==1"]})
     stale = lockfile.read_lock(loaded)
     assert stale is not None and not stale.current and stale.changed == ("python", "requirements")
     assert "stale (python, requirements changed" in stale.status()
+
+
+def test_a_body_that_no_longer_meets_the_pins_is_stale_whatever_its_header_says(loaded):
+    write_lock_by_hand(loaded, body=BODY.replace("nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-nvcc==13.0.48"))
+    found = lockfile.read_lock(loaded)
+    assert found is not None and not found.current
+    assert found.changed == () and found.unmet == ("nvidia-cuda-nvcc==13.0.88 not met by the lock (13.0.48)",)
+    assert found.status().endswith("stale (nvidia-cuda-nvcc==13.0.88 not met by the lock (13.0.48))")
 
 
 def test_a_header_edited_by_hand_makes_the_lock_stale(loaded):
