@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from testinfra.host import Host
 
 REACHABLE_SENTINEL = "envmgr-verify-reachable"
+TESTINFRA_ANSIBLE = "ansible://"  # testinfra's ansible backend: its inventory is ?ansible_inventory=
 MAX_PARALLEL_HOSTS = 8
 
 
@@ -55,15 +56,16 @@ def connect(urls: list[str]) -> list[tuple[str, Host]]:
 def for_testinfra(url: str) -> str:
     """envmgr names an inventory ``?inventory=`` everywhere; testinfra ``?ansible_inventory=``:
     an ``ansible://`` host takes either, and goes to testinfra in its spelling."""
-    scheme, _, rest = url.partition("://")
-    group, _, query = rest.partition("?")
-    if scheme != "ansible" or not query:
+    if not url.startswith(TESTINFRA_ANSIBLE):  # testinfra's scheme (its backend), not envmgr's
+        return url
+    group, _, query = url.removeprefix(TESTINFRA_ANSIBLE).partition("?")
+    if not query:
         return url
     params = parse_qsl(query, keep_blank_values=True)
     names = [name for name, _ in params]
     if "inventory" in names and "ansible_inventory" in names:
         raise UsageError(f"{url}: give ?inventory= or ?ansible_inventory=, not both", hint="they are one setting")
-    return f"ansible://{group}?" + urlencode([("ansible_inventory" if n == "inventory" else n, v) for n, v in params])
+    return f"{TESTINFRA_ANSIBLE}{group}?" + urlencode([("ansible_inventory" if n == "inventory" else n, v) for n, v in params])
 
 
 def hosts_of(url: str) -> list[Host]:
