@@ -34,15 +34,10 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if argv == ["--check"]:
-        if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT} is stale: run python3 tools/cli-reference/generate.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT}")
-    return 0
+    sys.path.insert(0, str(ROOT / "tools"))
+    from generated_file import write_or_check
+
+    return write_or_check(OUT, render(), argv, "tools/cli-reference/generate.py", ROOT)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 OUT = ROOT / "envmgr" / "bench" / "known_failures.yaml"
 TRIAGE = ROOT / "tests" / "fixtures" / "triage"
 # rounds 1-5 whole; round 6's development half (its held-out half scores this corpus)
@@ -55,16 +55,10 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if argv[1:] == ["--check"]:
-        if OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT.relative_to(ROOT)} is stale: run python3 tools/triage-corpus/build.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)} ({text.count(chr(10))} lines)")
-    return 0
+    from generated_file import write_or_check
+
+    return write_or_check(OUT, render(), argv, "tools/triage-corpus/build.py", ROOT)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main(sys.argv[1:]))
