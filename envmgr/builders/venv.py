@@ -10,6 +10,7 @@ The driver and system toolkits are the host's own: checked before, never built h
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from envmgr.spec.models import Spec
 
 
+PYTHON_DIR = "python"  # in the generation: the interpreter uv installed for it, when the host had none
+
+
 class VenvBuilder(Builder):
     kind = "venv"
     builds_here = True
@@ -61,8 +65,9 @@ class VenvBuilder(Builder):
         inherit = spec.python.inherit
         provision = self._needs_python(spec)
         return [
-            *([Step("python", f"install Python {spec.python.version} with uv (none on this host): `uv python install "
-                              f"{spec.python.version}`, from python-build-standalone or UV_PYTHON_INSTALL_MIRROR",
+            *([Step("python", f"install Python {spec.python.version} with uv (none on this host) into the generation: "
+                              f"`uv python install {spec.python.version}`, from python-build-standalone, "
+                              "UV_PYTHON_INSTALL_MIRROR or UV_PYTHON_DOWNLOADS_JSON_URL",
                     lambda build: self._provision(build, spec.python.version))] if provision else []),
             resolve_step(loaded, base=lambda: self._base(spec), python=lambda: self._base_python(spec),
                          lock=self.lock),
@@ -115,10 +120,13 @@ class VenvBuilder(Builder):
         return found is None
 
     def _provision(self, build: Build, version: str) -> None:
-        uv = uv_binary()
-        done = stream([uv, "python", "install", version], prefixed(build.progress, "uv"), timeout=1800)
-        found = find_interpreter(version) if done.returncode == 0 else None
-        if found is None:
+        """Into the generation's own folder (``python/``): it lives and goes with the generation,
+        and nothing is written outside the store (``--no-bin``: no link in ~/.local/bin)."""
+        into = build.workdir / PYTHON_DIR
+        done = stream([uv_binary(), "python", "install", "--no-bin", "--install-dir", str(into), version],
+                      prefixed(build.progress, "uv"), timeout=1800)
+        found = _uv_finds(version, into) if done.returncode == 0 else None
+        if found is None or not _reports_version(found, version):
             raise BackendError(f"uv could not install Python {version}: {(done.stdout or '').strip()[-300:]}",
                                hint=f"install Python {version} on this host (python{version} on PATH), or give uv "
                                     "a reachable mirror of python-build-standalone: UV_PYTHON_INSTALL_MIRROR")
@@ -231,7 +239,7 @@ def _has_pip_toolkit(spec: Spec) -> bool:
 
 def find_interpreter(version: str) -> str | None:
     """An interpreter of ``version`` (major.minor) on this host that runs and says so: envmgr's
-    own, ``python{version}`` on PATH, else one uv knows (its managed installs); no downloads.
+    own, ``python{version}`` on PATH, else one uv finds; no downloads.
     (A pyenv shim is on PATH for versions it cannot run: asked, it fails.)"""
     if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
         return sys.executable
@@ -250,10 +258,12 @@ def require_interpreter(version: str) -> str:
     return found
 
 
-def _uv_finds(version: str) -> str | None:
+def _uv_finds(version: str, install_dir: Path | None = None) -> str | None:
+    """The interpreter uv finds (on PATH, or among the Pythons installed in ``install_dir``)."""
+    env = {**os.environ, **({"UV_PYTHON_INSTALL_DIR": str(install_dir)} if install_dir is not None else {})}
     try:
         done = subprocess.run([uv_binary(), "python", "find", "--no-python-downloads", version],
-                              capture_output=True, text=True, timeout=60, check=False)
+                              capture_output=True, text=True, timeout=60, check=False, env=env)
     except (OSError, subprocess.TimeoutExpired, BackendError):
         return None
     return done.stdout.strip() or None if done.returncode == 0 else None
