@@ -156,15 +156,15 @@ def cmd_plan(a: argparse.Namespace) -> int:
         raise UsageError("-o saves what apply would do: it plans from the current generation, not --from or --facts")
     from envmgr.apply import plan_for, planned_from
     from envmgr.builders import open_builder
-    from envmgr.lockfile import read_lock
+    from envmgr.lockfile import choose_lock, read_lock
 
     observed = _load_facts(a.facts)
     generation = _current_generation(a.home)
     current, observed = planned_from(loaded, load_spec(a.from_) if a.from_ is not None else None,
                                      observed, str(a.facts) if a.facts is not None else None, lambda: generation)
     findings = check(loaded, observed)
-    found = read_lock(loaded) if loaded.spec.python.inherit is None else None
-    lock = found if found is not None and found.current else None  # what apply installs by default
+    found = read_lock(loaded)
+    lock = choose_lock(loaded, "default", a.progress)  # what apply installs without --locked/--frozen
     with open_builder(loaded, lock=lock) as builder:  # the spec's realize.backend builds it
         actions, needed, steps = plan_for(loaded, builder, current)
     if a.out is not None:

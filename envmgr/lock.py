@@ -25,6 +25,8 @@ from envmgr.errors import BackendError, SpecError, SpecProblem
 from envmgr.spec.models import Spec, canonical_name
 from envmgr.targets.process import stream
 
+PYPI_SIMPLE = "https://pypi.org/simple"
+
 
 def requirement_lines(spec: Spec) -> list[str]:
     """One PEP 508 line per package the environment installs (not the inherited ones), rebuilt
@@ -54,13 +56,22 @@ def source_args(spec: Spec, tool: str = "uv", local: bool = True) -> list[str]:
             args += ["--find-links", directory]
     if sources.offline:
         return [*args, "--no-index", *(["--offline"] if tool == "uv" else [])]
+    first, *extra = index_urls(spec)
     if sources.index_url:
-        args += ["--index-url", sources.index_url]
-    for url in sources.extra_index_urls:
+        args += ["--index-url", first]  # else the tools' own default, PyPI
+    for url in extra:
         args += ["--extra-index-url", url]
-    if spec.python.torch_index_url:
-        args += ["--extra-index-url", spec.python.torch_index_url]
     return args
+
+
+def index_urls(spec: Spec) -> list[str]:
+    """The indexes the resolver asks, in order ([] offline): the spec's index (PyPI when it
+    names none), its extra ones, then torch's."""
+    sources = spec.python.sources
+    if sources.offline:
+        return []
+    torch = [spec.python.torch_index_url] if spec.python.torch_index_url else []
+    return [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls, *torch]
 
 
 def uv_binary() -> str:

@@ -117,9 +117,10 @@ def write_lock(loaded: LoadedSpec, progress: Progress) -> Locked:
 
 
 def read_lock(loaded: LoadedSpec) -> Locked | None:
-    """The spec's lock beside it, if there is one; raises when it is damaged."""
+    """The spec's lock beside it, if there is one (never for a spec that inherits: it is locked
+    per generation); raises when it is damaged."""
     where = lock_path(loaded)
-    if not where.exists():
+    if loaded.spec.python.inherit is not None or not where.exists():
         return None
     if where.is_symlink() or not where.is_file():
         raise StateError(f"{where} is not a regular file", hint="a lock is a file `envmgr lock` wrote")
@@ -172,10 +173,8 @@ def _parse_header(line: str) -> dict | None:
 
 def choose_lock(loaded: LoadedSpec, mode: Mode, progress: Progress) -> Locked | None:
     """The lock apply installs for ``loaded``, chosen by ``mode`` (None: apply resolves)."""
-    if loaded.spec.python.inherit is not None:
-        if mode != "default":
-            _refuse_inherit(loaded)
-        return None
+    if mode != "default":
+        _refuse_inherit(loaded)
     found = read_lock(loaded)
     if found is None:
         if mode != "default":

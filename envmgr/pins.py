@@ -3,7 +3,7 @@
 A pin that no release satisfies (``nvidia-cuda-nvcc==13.0.999``) otherwise passes validate and
 fails apply at its first step. Each package is looked up where apply would install it from: the
 ``python.sources.find_links`` directories (file names), then, unless ``offline``, the indexes
-(``index_url`` or PyPI, ``extra_index_urls``, ``torch_index_url``), through their Simple API
+uv asks (``lock.index_urls``: ``index_url`` or PyPI, ``extra_index_urls``, ``torch_index_url``), through their Simple API
 (PEP 691 JSON, else the HTML page of PEP 503; the spec refuses credentials in an index URL, so
 none is asked for or printed). A package some source has no satisfying release of
 is an error finding naming the nearest releases; an index that cannot be reached is a warning
@@ -32,9 +32,9 @@ from packaging.utils import (
 from packaging.version import Version
 
 from envmgr.findings import Finding
+from envmgr.lock import index_urls
 from envmgr.spec.models import Spec
 
-PYPI = "https://pypi.org/simple"
 TIMEOUT_S = 15.0
 SOURCES_ = ("https://peps.python.org/pep-0691/", "https://peps.python.org/pep-0503/")
 Fetch = Callable[[str], bytes]  # a URL -> its body; raises OSError when it cannot be had
@@ -86,17 +86,6 @@ def http_fetch(url: str) -> bytes:
         return response.read()
 
 
-def _indexes(spec: Spec, name: str) -> list[str]:
-    sources = spec.python.sources
-    if sources.offline:
-        return []
-    indexes = [sources.index_url or PYPI, *sources.extra_index_urls]
-    if spec.python.torch_index_url and canonicalize_name(name) in _TORCH_PACKAGES:
-        indexes.append(spec.python.torch_index_url)
-    return indexes
-
-
-_TORCH_PACKAGES = {"torch", "torchvision", "torchaudio", "triton", "pytorch-triton"}
 def _nearest(available: set[Version], specifier: str, count: int = 5) -> list[Version]:
     """The releases nearest the one the pin names: most leading release numbers in common,
     then newest (``==13.0.999`` -> 13.0.96, 13.0.88, ... before 13.5.37)."""
@@ -121,6 +110,7 @@ def check_pins(spec: Spec, fetch: Fetch = http_fetch,
     findings: list[Finding] = []
     unreachable: dict[str, str] = {}
     local = [p.name for d in spec.python.sources.find_links for p in Path(d).glob("*") if p.is_file()]
+    indexes = index_urls(spec)  # every package is asked of every index, as uv asks them
     for name, specifier in spec.python.installed_packages.items():
         try:
             wanted = SpecifierSet(specifier)
@@ -128,7 +118,7 @@ def check_pins(spec: Spec, fetch: Fetch = http_fetch,
             continue  # the spec model refuses it; nothing to ask
         available = versions_in(local, name)
         asked = ["find-links"] if spec.python.sources.find_links else []
-        for index in _indexes(spec, name):
+        for index in indexes:
             if index in unreachable:
                 continue
             try:
@@ -141,7 +131,7 @@ def check_pins(spec: Spec, fetch: Fetch = http_fetch,
                     asked.append(index)
             except OSError as exc:
                 unreachable[index] = str(getattr(exc, "reason", exc))
-        if (not asked or any(i in unreachable for i in _indexes(spec, name))
+        if (not asked or any(i in unreachable for i in indexes)
                 or any(wanted.contains(v, prereleases=True) for v in available)):
             continue
         near = _nearest(available, specifier)

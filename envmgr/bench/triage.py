@@ -40,7 +40,7 @@ from envmgr.bench import prefilter as prefilter_module
 from envmgr.bench.fallback import FailureLine, FallbackRules, FirstFailure
 from envmgr.bench.memory import kv_pool_sizing
 from envmgr.bench.prefilter import Prefilter
-from envmgr.bench.resemblance import family_resembled
+from envmgr.bench.resemblance import Resemblance, family_resembled
 from envmgr.bench.values import Value, display, to_value
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
@@ -603,15 +603,18 @@ class Triage:
         ranks = (failure.rank,) if failure.rank else ()
         named = _named_without_wording(rules, failure)
         if named is not None:  # no wording matched, but the line's words or a public report name the family
-            family, named_by, message, resembled = named
+            family, named_by, frame, resembled = named
             signature = self._set.by_id()[family]
             values = self._values_for(signature, {})
+            message = frame.format(message=fill_template(signature.message, values),
+                                   source=resembled.source if resembled else "",
+                                   similarity=f"{resembled.similarity:.2f}" if resembled else "")
             return Finding(
                 id=signature.id, severity=signature.severity, title=signature.title, line=failure.line,
-                text=failure.text, message=message.format(message=fill_template(signature.message, values)),
+                text=failure.text, message=message,
                 fix=fill_template(signature.fix, values), rank=failure.rank, ranks=ranks,
                 values={"kind": failure.kind, "named_by": named_by}, priority=signature.priority,
-                sources=(*resembled, *_sources(signature)))
+                sources=((resembled.source,) if resembled else ()) + tuple(_sources(signature)))
         return Finding(
             id=rules.id, severity="error", title=rules.title, line=failure.line, text=failure.text,
             message=fill_template([rules.message], {"text": failure.text}), fix=rules.fix[failure.kind],
@@ -866,18 +869,16 @@ def triage_file(path: Path, signatures: SignatureSet | None = None) -> list[Find
         return triage_stream(stream, signatures)
 
 
-def _named_without_wording(rules: FallbackRules, failure: FailureLine) -> tuple[str, str, str, tuple[str, ...]] | None:
+def _named_without_wording(rules: FallbackRules, failure: FailureLine) -> tuple[str, str, str, Resemblance | None] | None:
     """(family, how it was named, the message's frame, the report it resembles) of a failure
     line no wording matched: by the line's own words, else by the public report it resembles."""
     family = rules.family_of(failure.text)
     if family is not None:
-        return family, "words", rules.named_by_words, ()
+        return family, "words", rules.named_by_words, None
     resembled = family_resembled([failure.before, failure.text])
     if resembled is None:
         return None
-    frame = rules.named_by_resemblance.format(message="{message}", source=resembled.source.replace("{", "{{").replace("}", "}}"),
-                                              similarity=f"{resembled.similarity:.2f}")
-    return resembled.family, "resemblance", frame, (resembled.source,)
+    return resembled.family, "resemblance", rules.named_by_resemblance, resembled
 
 
 def triage_text(text: str, signatures: SignatureSet | None = None) -> list[Finding]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Self
 
 from envmgr import failpoints
 from envmgr.inherit import Interpreter, closure, lock_lines
-from envmgr.lock import lock_sources, resolve
+from envmgr.lock import PYPI_SIMPLE, index_urls, lock_sources, resolve
 from envmgr.progress import prefixed
 from envmgr.spec.models import canonical_name
 from envmgr.targets.base import Closing
@@ -147,9 +147,7 @@ def sources_summary(spec: Spec) -> str:
     parts = [f"find-links {d}" for d in sources.find_links]
     if sources.offline:
         return ", ".join(parts) + " (offline)"
-    indexes = [sources.index_url or "PyPI", *sources.extra_index_urls]
-    if spec.python.torch_index_url:
-        indexes.append(spec.python.torch_index_url)
+    indexes = ["PyPI" if url == PYPI_SIMPLE else url for url in index_urls(spec)]
     return ", ".join(parts + indexes)
 
 

@@ -51,6 +51,7 @@ class VenvBuilder(Builder):
         # asked once per apply: each answer costs the interpreter a start (or several, on PATH)
         self._pythons: dict[tuple[str, str], str] = {}
         self._bases: dict[str, Interpreter] = {}
+        self._missing: set[str] = set()  # versions this host has no interpreter of (uv installs them)
         self.where = self.root
 
     def _resolve(self, loaded: LoadedSpec) -> None:
@@ -114,10 +115,13 @@ class VenvBuilder(Builder):
         inherit = spec.python.inherit
         if (inherit is not None and inherit.python) or (("", spec.python.version) in self._pythons):
             return False
-        found = find_interpreter(spec.python.version)
-        if found is not None:
-            self._pythons[("", spec.python.version)] = found
-        return found is None
+        if spec.python.version not in self._missing:  # asked once: preflight and steps both ask
+            found = find_interpreter(spec.python.version)
+            if found is None:
+                self._missing.add(spec.python.version)
+            else:
+                self._pythons[("", spec.python.version)] = found
+        return spec.python.version in self._missing
 
     def _provision(self, build: Build, version: str) -> None:
         """Into the generation's own folder (``python/``): it lives and goes with the generation,

@@ -122,17 +122,11 @@ class ContainerTarget(Target):
     def testinfra_url(self) -> Iterator[str]:
         """A throwaway container of the image, idle until the checks are done, then removed:
         ``docker://ID`` for testinfra (whose commands get the image's ENV, as ``run``'s do)."""
-        image = self._require_image()
-        api = self._client()
-        with translated(f"creating a container of {image} to verify"):
-            container = api.create_container(image, command=["infinity"], entrypoint=["sleep"],
-                                             labels={RUN_LABEL: "1"},
-                                             host_config=self._host_config(api, network_mode="host", init=True))["Id"]
+        idle = self.start(["sleep", "infinity"])
         try:
-            self._start(api, container, ["sleep", "infinity"])
-            yield f"docker://{container}"
+            yield f"docker://{idle.container}"
         finally:
-            remove_container_quietly(api, container)
+            idle.stop(grace_s=1)  # tini (init) passes SIGTERM on: sleep ends at once
 
     def close(self) -> None:
         self._engine.close()
