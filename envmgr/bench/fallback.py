@@ -31,6 +31,9 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from envmgr.bench import cuda_errors
+from envmgr.bench.cuda_errors import REFERENCE, CudaError
+
 Kind = Literal["exception", "error", "statement", "exit"]
 KINDS: tuple[Kind, ...] = ("exception", "error", "statement", "exit")  # in order of preference
 
@@ -75,6 +78,13 @@ class FallbackRules(BaseModel):
     # no words either: the labelled public excerpt it most resembles (resemblance.py) names it
     named_by_resemblance: str = ('{message} (named by its resemblance ({similarity}) to a labelled public '
                                  'report, {source}; no known wording matched)')
+    # CUDA's own errors, whoever prints them (cuda_errors.py): a line reporting one is a failure
+    # line; code -> the family the error names. A CUDA error of no family here stays
+    # unclassified, explained by CUDA's documentation of it. None: CUDA errors are not read.
+    cuda_errors: dict[int, str] | None = None
+    named_by_cuda_error: str = '{message} (named by the CUDA error it reports, {cuda_error}; no known wording matched)'
+    cuda_error_fix: str = ("CUDA itself reported {cuda_error}; look the error up in CUDA's list (" + REFERENCE + ") "
+                           "and read the lines before it for the call that got it")
 
     @field_validator("exception", "error", "statement", "handled", "exit", "ready", "stop", "ignored_exception",
                      mode="before")
@@ -114,11 +124,16 @@ class FallbackRules(BaseModel):
                 return family
         return None
 
+    def cuda_error_of(self, text: str) -> CudaError | None:
+        """The CUDA error a line reports, when CUDA errors are read."""
+        return cuda_errors.shipped().find(text) if self.cuda_errors is not None else None
+
     def patterns(self) -> list[re.Pattern[str]]:
         """Every pattern a line is matched against (for the literal prefilter)."""
         levels = re.compile("|".join(re.escape(level) for level in self.levels))
+        cuda = cuda_errors.shipped().patterns() if self.cuda_errors is not None else []
         return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready,
-                *self.stop, *self.ignored_exception]
+                *self.stop, *self.ignored_exception, *cuda]
 
     def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
         """The kind of failure this line states, if any. ``serving``: the server was ready, so
@@ -126,6 +141,9 @@ class FallbackRules(BaseModel):
         if any(p.search(text) for p in self.exception):
             return "exception"
         if not serving and ((level or "").upper() in self.levels or any(p.search(text) for p in self.error)):
+            return "error"
+        # CUDA's error, at no quiet level (a library probe that logs its miss at INFO and goes on)
+        if not serving and (level or "").upper() not in self.quiet_levels and self.cuda_error_of(text):
             return "error"
         if (not serving and (level or "").upper() not in self.quiet_levels
                 and any(p.search(text) for p in self.statement) and not any(p.search(text) for p in self.handled)):

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envmgr import severity
 from envmgr.bench import prefilter as prefilter_module
+from envmgr.bench.cuda_errors import REFERENCE, CudaError
 from envmgr.bench.fallback import FailureLine, FallbackRules, FirstFailure
 from envmgr.bench.memory import kv_pool_sizing
 from envmgr.bench.prefilter import Prefilter
@@ -246,10 +247,12 @@ class SignatureSet(BaseModel):
         unknown = sorted({g for s in self.signatures for g in s.supersedes} - set(ids))
         if unknown:
             raise ValueError(f"supersedes names unknown ids: {unknown}")
-        named = self.unclassified.words if self.unclassified else {}
-        wrong = sorted(f for f in named if f not in ids or self.by_id()[f].severity != "error")
-        if wrong:
-            raise ValueError(f"unclassified.words names no error signature: {wrong}")
+        for field_name in ("words", "cuda_errors"):
+            named = set((getattr(self.unclassified, field_name) or {}).values() if field_name == "cuda_errors"
+                        else getattr(self.unclassified, field_name) or {}) if self.unclassified else set()
+            wrong = sorted(f for f in named if f not in ids or self.by_id()[f].severity != "error")
+            if wrong:
+                raise ValueError(f"unclassified.{field_name} names no error signature: {wrong}")
         prefilter_for(self)  # every pattern has a literal to find it by (built once: Triage reuses it)
 
 
@@ -601,24 +604,28 @@ class Triage:
         rules = self._set.unclassified
         assert rules is not None
         ranks = (failure.rank,) if failure.rank else ()
-        named = _named_without_wording(rules, failure)
-        if named is not None:  # no wording matched, but the line's words or a public report name the family
-            family, named_by, frame, resembled = named
-            signature = self._set.by_id()[family]
+        naming = _named_without_wording(rules, failure)
+        if naming.family is not None:  # no wording matched, but the line's words, its CUDA error or a public report name it
+            signature = self._set.by_id()[naming.family]
             values = self._values_for(signature, {})
-            message = frame.format(message=fill_template(signature.message, values),
-                                   source=resembled.source if resembled else "",
-                                   similarity=f"{resembled.similarity:.2f}" if resembled else "")
+            message = naming.frame.format(message=fill_template(signature.message, values), **naming.fills)
+            resembled = (naming.resembled.source,) if naming.resembled else ()
             return Finding(
                 id=signature.id, severity=signature.severity, title=signature.title, line=failure.line,
                 text=failure.text, message=message,
                 fix=fill_template(signature.fix, values), rank=failure.rank, ranks=ranks,
-                values={"kind": failure.kind, "named_by": named_by}, priority=signature.priority,
-                sources=((resembled.source,) if resembled else ()) + tuple(_sources(signature)))
+                values={"kind": failure.kind, "named_by": naming.named_by, **naming.values},
+                priority=signature.priority, sources=resembled + tuple(_sources(signature)))
+        message = fill_template([rules.message], {"text": failure.text})
+        fix = rules.fix[failure.kind]
+        if naming.cuda is not None:  # a CUDA error of no family: CUDA's own words say what it is
+            message = f"{message} ({naming.cuda.describe()})"
+            fix = rules.cuda_error_fix.format(cuda_error=naming.cuda.name)
         return Finding(
             id=rules.id, severity="error", title=rules.title, line=failure.line, text=failure.text,
-            message=fill_template([rules.message], {"text": failure.text}), fix=rules.fix[failure.kind],
-            rank=failure.rank, ranks=ranks, values={"kind": failure.kind})
+            message=message, fix=fix, rank=failure.rank, ranks=ranks,
+            values={"kind": failure.kind, **naming.values},
+            sources=(REFERENCE,) if naming.cuda is not None else ())
 
     def _examine(self, raw_line: str, recent: Callable[[], Iterator[str]]) -> None:
         """Match one candidate line; ``recent()`` yields the raw lines before it, latest first."""
@@ -869,16 +876,38 @@ def triage_file(path: Path, signatures: SignatureSet | None = None) -> list[Find
         return triage_stream(stream, signatures)
 
 
-def _named_without_wording(rules: FallbackRules, failure: FailureLine) -> tuple[str, str, str, Resemblance | None] | None:
-    """(family, how it was named, the message's frame, the report it resembles) of a failure
-    line no wording matched: by the line's own words, else by the public report it resembles."""
+@dataclass(frozen=True)
+class Naming:
+    """How a failure line no wording matched is named: ``family`` None keeps it unclassified."""
+
+    family: str | None = None
+    named_by: str = ""
+    frame: str = ""  # the message's frame, formatted with ``fills``
+    fills: dict[str, str] = field(default_factory=dict)
+    resembled: Resemblance | None = None
+    cuda: CudaError | None = None  # the CUDA error the line reports
+
+    @property
+    def values(self) -> dict[str, Value]:
+        return {"cuda_error": self.cuda.name} if self.cuda else {}
+
+
+def _named_without_wording(rules: FallbackRules, failure: FailureLine) -> Naming:
+    """The family of a failure line no wording matched: by the CUDA error it reports (a CUDA
+    error of no family is known, so never named by a lookalike), else by the line's own words,
+    else by the public report it resembles."""
+    cuda = rules.cuda_error_of(failure.text)
+    if cuda is not None:
+        family = (rules.cuda_errors or {}).get(cuda.code)
+        return Naming(family, "cuda_error", rules.named_by_cuda_error, {"cuda_error": cuda.describe()}, cuda=cuda)
     family = rules.family_of(failure.text)
     if family is not None:
-        return family, "words", rules.named_by_words, None
+        return Naming(family, "words", rules.named_by_words)
     resembled = family_resembled([failure.before, failure.text])
     if resembled is None:
-        return None
-    return resembled.family, "resemblance", rules.named_by_resemblance, resembled
+        return Naming()
+    return Naming(resembled.family, "resemblance", rules.named_by_resemblance,
+                  {"source": resembled.source, "similarity": f"{resembled.similarity:.2f}"}, resembled)
 
 
 def triage_text(text: str, signatures: SignatureSet | None = None) -> list[Finding]:

@@ -596,3 +596,28 @@ def test_a_json_error_body_and_a_failed_liveness_probe_are_flagged():
              "with statuscode: 404\n")
     assert [f.id for f in triage_text(probe)] == ["unclassified_failure"]
     assert triage_text('{"errors": [], "status": "ok"}\n') == []  # a key that merely begins with "error"
+
+
+@pytest.mark.parametrize("log, expected", [
+    # torch's start-up warning alone (the issue: "read today only as context, never reported"):
+    # the kernels that follow it have none for this GPU
+    ("/opt/venv/lib/python3.12/site-packages/torch/cuda/__init__.py:235: UserWarning:\n"
+     "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+     "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n",
+     ("no_kernel_image", 2)),
+    # huggingface_hub's message where its exception line was cut off
+    ("404 Client Error.\n\nRepository Not Found for url: https://huggingface.co/api/models/org/renamed-model.\n",
+     ("model_path_missing", 3)),
+])
+def test_a_failure_s_second_line_names_it_when_the_first_is_gone(log, expected):
+    assert found(log) == [expected]
+
+
+@pytest.mark.parametrize("log, line", [
+    ("loading shards\nKilled\n", 2),                                        # the shell: SIGKILL (the OOM killer)
+    ("./serve.sh: line 12: 4242 Killed                  python -m sglang.launch_server\n", 1),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+     "Make sure that the latest NVIDIA driver is installed and running.\n", 1),
+])
+def test_a_killed_child_and_a_driver_nobody_can_reach_are_failures(log, line):
+    assert found(log) == [("unclassified_failure", line)]

@@ -1,0 +1,100 @@
+"""CUDA's own errors, whatever program prints them (issue 25): a line reporting one is a failure
+line; a CUDA error with a family names it, the others stay unclassified with CUDA's explanation.
+The table is what libcudart 13.0 says (tests/integration/test_cuda_errors_table.py rebuilds it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envmgr.bench import cuda_errors, triage
+from envmgr.bench.triage import load_signatures, parse_signatures, triage_text
+from envmgr.errors import KnowledgeBaseError
+
+TABLE = cuda_errors.shipped()
+
+
+def test_the_table_holds_every_runtime_error_once_with_its_driver_name():
+    errors = yaml.safe_load(cuda_errors.TABLE.read_text())["errors"]
+    codes = [e["code"] for e in errors]
+    assert len(codes) == len(set(codes)) > 100
+    by_code = {e["code"]: e for e in errors}
+    assert (by_code[3]["name"], by_code[3]["text"], by_code[3]["driver"]) == (
+        "cudaErrorInitializationError", "initialization error", "CUDA_ERROR_NOT_INITIALIZED")
+    assert by_code[209]["driver"] == "CUDA_ERROR_NO_BINARY_FOR_GPU"
+    assert by_code[999]["text"] == "unknown error"
+    assert all(e["name"].startswith("cudaError") for e in errors)
+
+
+@pytest.mark.parametrize("line, code", [
+    ("cuInit err: 999", 999),                                                      # Ollama's discovery
+    ("CUDA driver init failed: CUDA_ERROR_UNKNOWN", 999),                           # the driver API's name
+    ("cuModuleLoadData failed: CUDA_ERROR_NO_BINARY_FOR_GPU", 209),
+    ("ggml_cuda_init: failed to initialize CUDA: initialization error", 3),        # ggml
+    ("CUDA error 3 at ggml-cuda.cu:123: initialization error", 3),
+    ("warning: no CUDA-capable device is detected", 100),
+    ('error="cuda driver library init failure: 3"', 3),
+    ("RuntimeError: CUDA error: device-side assert triggered", 710),               # torch's C10_CUDA_CHECK
+    ("CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+     "calling NumCudaDevices() that might have already set an error? Error 999: unknown error", 999),
+])
+def test_a_cuda_error_is_recognised_in_any_framing(line, code):
+    found = TABLE.find(line)
+    assert found is not None and found.code == code
+
+
+@pytest.mark.parametrize("line", [
+    "OSError: [Errno 22] Invalid argument: '/usr/local/cuda'",          # errno's words, not CUDA's
+    "FileNotFoundError: /usr/local/cuda/bin/nvcc: file not found",     # a path, not cudaErrorFileNotFound
+    "CUDA graph capture failed 3 times",                               # a count, not a code
+    "Decode batch. #running-req: 1, #token: 90, cuda graph: True, gen throughput (token/s): 50.0",
+    "cudaErrorStreamCaptureUnsupported",                               # a bare name: a table's row
+    "status code 404 from the mirror",                                 # no CUDA on the line
+])
+def test_words_that_are_not_a_cuda_error_are_not_one(line):
+    assert TABLE.find(line) is None
+
+
+def test_a_cuda_error_of_no_family_is_a_failure_explained_by_cuda():
+    [finding] = triage_text("loading model\ncuInit err: 999\n")
+    assert (finding.id, finding.line, finding.values["cuda_error"]) == ("unclassified_failure", 2, "cudaErrorUnknown")
+    assert "This indicates that an unknown internal error has occurred" in finding.message
+    assert cuda_errors.REFERENCE in finding.fix and finding.sources == (cuda_errors.REFERENCE,)
+
+
+def test_a_cuda_error_of_a_family_names_it():
+    [finding] = triage_text("cuModuleLoadData failed: CUDA_ERROR_NO_BINARY_FOR_GPU\n")
+    assert (finding.id, finding.values["named_by"], finding.values["cuda_error"]) == (
+        "no_kernel_image", "cuda_error", "cudaErrorNoKernelImageForDevice")
+    assert "named by the CUDA error it reports, CUDA error 209" in finding.message
+
+
+def test_a_known_cuda_error_is_not_named_by_a_lookalike_report():
+    """"initialization error" (3) is not "system not yet initialized" (802), however alike the lines."""
+    [finding] = triage_text("ggml_cuda_init: failed to initialize CUDA: initialization error\n")
+    assert finding.id == "unclassified_failure" and finding.values["cuda_error"] == "cudaErrorInitializationError"
+
+
+def test_a_cuda_error_logged_at_a_quiet_level_is_a_probe_that_went_on():
+    assert triage_text('time=2025-01-01T00:00:00Z level=INFO source=gpu.go:100 msg="unable to load cuda driver '
+                       'library" error="cuda driver library init failure: 3"\n') == []
+
+
+def test_the_live_feed_and_the_batch_path_agree_on_a_cuda_error():
+    from envmgr.bench.triage import Triage
+
+    log = "starting\nCUDA error 3 at ggml-cuda.cu:123: initialization error\n"
+    live = Triage()
+    for line in log.splitlines():
+        live.feed(line)
+    assert [(f.id, f.line) for f in live.close()] == [(f.id, f.line) for f in triage_text(log)]
+
+
+def test_a_family_the_cuda_errors_name_must_be_an_error_signature():
+    text = (Path(triage.__file__).with_name("signatures.yaml").read_text(encoding="utf-8")
+            .replace("    2: cuda_oom ", "    2: no_such_family ", 1))
+    with pytest.raises(KnowledgeBaseError, match="unclassified.cuda_errors names no error signature: .'no_such_family'"):
+        parse_signatures(text)
+    assert load_signatures().unclassified.cuda_errors[209] == "no_kernel_image"
