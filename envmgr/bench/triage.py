@@ -503,6 +503,12 @@ class _Hit:
     ranks: list[str] = field(default_factory=list)
     count: int = 1
     reported: bool = False
+    quiet: bool = False  # the program logged it at a quiet level (WARNING, INFO): it went on past it
+
+    def order(self) -> tuple:
+        """Root cause first: errors before warnings, what the program logged as an error before
+        what it logged as a warning and survived, the most specific, then the earliest."""
+        return (severity.rank(self.signature), self.quiet, -self.signature.priority, self.line)
 
 
 class Triage:
@@ -591,7 +597,7 @@ class Triage:
     def findings(self) -> list[Finding]:
         """Every root cause so far, most specific first, values from the whole log."""
         hits = [h for h in self._hits.values() if not self._is_superseded(h)]
-        hits.sort(key=lambda h: (severity.rank(h.signature), -h.signature.priority, h.line))
+        hits.sort(key=_Hit.order)
         found = [self._render(h) for h in hits]
         unclassified = self._unclassified() if self._closed else None
         return ([unclassified] if unclassified else []) + found  # it comes only without an error
@@ -757,7 +763,9 @@ class Triage:
                 values: dict[str, Value], at: int | None = None) -> None:
         hit = self._hits.get(signature.id)
         if hit is None:
-            hit = _Hit(signature, at or self._line_no, line.text, rank, values)
+            rules = self._set.unclassified
+            quiet = rules is not None and (line.level or "").upper() in rules.quiet_levels
+            hit = _Hit(signature, at or self._line_no, line.text, rank, values, quiet=quiet)
             self._hits[signature.id] = hit
         else:
             hit.count += 1
@@ -771,7 +779,7 @@ class Triage:
         ready = [h for h in self._hits.values()
                  if not h.reported and not self._is_superseded(h)
                  and (final or self._waited_enough(h))]
-        ready.sort(key=lambda h: (severity.rank(h.signature), -h.signature.priority, h.line))
+        ready.sort(key=_Hit.order)
         for hit in ready:
             hit.reported = True
         return [self._render(h) for h in ready]

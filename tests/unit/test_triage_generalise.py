@@ -635,3 +635,11 @@ def test_a_failure_s_second_line_names_it_when_the_first_is_gone(log, expected):
 ])
 def test_a_killed_child_and_a_driver_nobody_can_reach_are_failures(log, line):
     assert found(log) == [("unclassified_failure", line)]
+
+
+def test_what_the_program_logged_as_a_warning_and_went_on_past_ranks_after_what_it_died_of():
+    """Both are error families; the one logged at WARNING was survived (it fell back), the OOM was not."""
+    log = ("2025-01-01 10:00:00,000 - lmdeploy - WARNING - bf16 is not supported on your device, using fp16\n"
+           "loading weights\n"
+           "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert [f for f, _ in found(log)][:1] == ["cuda_oom"]
