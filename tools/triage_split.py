@@ -1,11 +1,13 @@
 """Split labelled log excerpts into a round's development half and frozen held-out half.
 
     python tools/triage_split.py ROUND SEED POOL.yaml [POOL.yaml ...]
+    python tools/triage_split.py ROUND --heldout-only POOL.yaml [POOL.yaml ...]
 
 Each pool file is ``excerpts: [{id, source, family, line, note, text}]`` as the gatherers wrote
 it. Per family (excerpts sorted by id), ``random.Random(SEED)`` shuffles and ceil(n/2) go to
 tests/fixtures/triage/heldout/ROUND.yaml, the rest to tests/fixtures/triage/dev/ROUND.yaml,
 each with a header saying how it was made and scored. Commit both before triage runs on them.
+``--heldout-only`` holds the whole round out (a round too small to halve and still score 40).
 """
 
 from __future__ import annotations
@@ -24,9 +26,8 @@ HEADER = """# {what} for triage, {round} (gathered {date}).{warning}
 # signatures.yaml or an earlier round), each labelled by reading it: `family` (the root
 # cause, one of tests/fixtures/triage/dev/VOCAB.md; `unclassified_failure`: a failure of none
 # of them; `none`: a negative, no failure) and `line` (1-based in `text`: the line that states
-# the root cause; for a traceback, the original exception's line). Per family (sorted by id),
-# random.Random({seed}) shuffled them and ceil(n/2) went to heldout/{round}.yaml, the rest to
-# dev/{round}.yaml (tools/triage_split.py). Committed before triage ran on them.
+# the root cause; for a traceback, the original exception's line). {how}
+# Committed before triage ran on them.
 #
 # Scoring (benchmarks/triage_heldout.py): named = the first finding's id is the label;
 # flagged = named, or the label among the findings, or `unclassified_failure` within 3 lines
@@ -48,24 +49,32 @@ def clean(excerpt: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    name, seed, pools = argv[0], int(argv[1]), [Path(p) for p in argv[2:]]
+    name, whole, pools = argv[0], argv[1] == "--heldout-only", [Path(p) for p in argv[2:]]
     excerpts = [e for p in pools for e in yaml.safe_load(p.read_text(encoding="utf-8"))["excerpts"]]
     by_family: dict[str, list[dict]] = defaultdict(list)
     for excerpt in sorted(excerpts, key=lambda e: e["id"]):
         by_family[excerpt["family"]].append(excerpt)
-    rng = random.Random(seed)
     held, dev = [], []
-    for family in sorted(by_family):
-        group = by_family[family][:]
-        rng.shuffle(group)
-        half = (len(group) + 1) // 2
-        held += group[:half]
-        dev += group[half:]
+    if whole:
+        held = [e for family in sorted(by_family) for e in by_family[family]]
+        how = f"All of them went to heldout/{name}.yaml (tools/triage_split.py --heldout-only)."
+    else:
+        rng = random.Random(int(argv[1]))
+        for family in sorted(by_family):
+            group = by_family[family][:]
+            rng.shuffle(group)
+            half = (len(group) + 1) // 2
+            held += group[:half]
+            dev += group[half:]
+        how = (f"Per family (sorted by id),\n# random.Random({argv[1]}) shuffled them and ceil(n/2) went to "
+               f"heldout/{name}.yaml, the rest to\n# dev/{name}.yaml (tools/triage_split.py).")
     date = __import__("datetime").date.today().isoformat()
     for kind, chosen, what, warning in (("heldout", held, "FROZEN held-out split", " DO NOT TUNE ON IT."),
                                          ("dev", dev, "Development half", " Signatures are written from these.")):
+        if whole and kind == "dev":
+            continue
         path = ROOT / "tests" / "fixtures" / "triage" / kind / f"{name}.yaml"
-        header = HEADER.format(what=what, round=name, date=date, warning=warning, count=len(excerpts), seed=seed)
+        header = HEADER.format(what=what, round=name, date=date, warning=warning, count=len(excerpts), how=how)
         body = yaml.dump({"excerpts": [clean(e) for e in chosen]}, sort_keys=False, allow_unicode=True, width=100000)
         path.write_text(header + body, encoding="utf-8")
         back = yaml.safe_load(path.read_text(encoding="utf-8"))["excerpts"]
