@@ -31,8 +31,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from envmgr.bench import cuda_errors
-from envmgr.bench.cuda_errors import REFERENCE, CudaError
+from envmgr.bench import library_errors
+from envmgr.bench.library_errors import LibraryError
 
 Kind = Literal["exception", "error", "statement", "exit"]
 KINDS: tuple[Kind, ...] = ("exception", "error", "statement", "exit")  # in order of preference
@@ -78,13 +78,13 @@ class FallbackRules(BaseModel):
     # no words either: the labelled public excerpt it most resembles (resemblance.py) names it
     named_by_resemblance: str = ('{message} (named by its resemblance ({similarity}) to a labelled public '
                                  'report, {source}; no known wording matched)')
-    # CUDA's own errors, whoever prints them (cuda_errors.py): a line reporting one is a failure
-    # line; code -> the family the error names. A CUDA error of no family here stays
-    # unclassified, explained by CUDA's documentation of it. None: CUDA errors are not read.
-    cuda_errors: dict[int, str] | None = None
-    named_by_cuda_error: str = '{message} (named by the CUDA error it reports, {cuda_error}; no known wording matched)'
-    cuda_error_fix: str = ("CUDA itself reported {cuda_error}; look the error up in CUDA's list (" + REFERENCE + ") "
-                           "and read the lines before it for the call that got it")
+    # CUDA's and NVML's own errors, whoever prints them (library_errors.py): a line reporting one
+    # is a failure line; library -> code -> the family the error names. An error of no family
+    # here stays unclassified, explained by the library's documentation of it. None: not read.
+    library_errors: dict[str, dict[int, str]] | None = None
+    named_by_library_error: str = '{message} (named by the {library} error it reports, {error}; no known wording matched)'
+    library_error_fix: str = ("{library} itself reported {name}; look the error up in {library}'s list ({reference}) "
+                              "and read the lines before it for the call that got it")
 
     @field_validator("exception", "error", "statement", "handled", "exit", "ready", "stop", "ignored_exception",
                      mode="before")
@@ -124,16 +124,27 @@ class FallbackRules(BaseModel):
                 return family
         return None
 
-    def cuda_error_of(self, text: str) -> CudaError | None:
-        """The CUDA error a line reports, when CUDA errors are read."""
-        return cuda_errors.shipped().find(text) if self.cuda_errors is not None else None
+    @field_validator("library_errors")
+    @classmethod
+    def _known_libraries(cls, named: dict[str, dict[int, str]] | None) -> dict[str, dict[int, str]] | None:
+        unknown = sorted(set(named or {}) - set(library_errors.REFERENCES))
+        if unknown:
+            raise ValueError(f"library_errors: unknown libraries {unknown}; known: {sorted(library_errors.REFERENCES)}")
+        return named
+
+    def library_error_of(self, text: str) -> LibraryError | None:
+        """The CUDA or NVML error a line reports, when those are read."""
+        return library_errors.find(text) if self.library_errors is not None else None
+
+    def family_of_library_error(self, error: LibraryError) -> str | None:
+        return (self.library_errors or {}).get(error.library, {}).get(error.code)
 
     def patterns(self) -> list[re.Pattern[str]]:
         """Every pattern a line is matched against (for the literal prefilter)."""
         levels = re.compile("|".join(re.escape(level) for level in self.levels))
-        cuda = cuda_errors.shipped().patterns() if self.cuda_errors is not None else []
+        errors = library_errors.patterns() if self.library_errors is not None else []
         return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready,
-                *self.stop, *self.ignored_exception, *cuda]
+                *self.stop, *self.ignored_exception, *errors]
 
     def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
         """The kind of failure this line states, if any. ``serving``: the server was ready, so
@@ -142,8 +153,8 @@ class FallbackRules(BaseModel):
             return "exception"
         if not serving and ((level or "").upper() in self.levels or any(p.search(text) for p in self.error)):
             return "error"
-        # CUDA's error, at no quiet level (a library probe that logs its miss at INFO and goes on)
-        if not serving and (level or "").upper() not in self.quiet_levels and self.cuda_error_of(text):
+        # CUDA's or NVML's error, at no quiet level (a library probe that logs its miss at INFO and goes on)
+        if not serving and (level or "").upper() not in self.quiet_levels and self.library_error_of(text):
             return "error"
         if (not serving and (level or "").upper() not in self.quiet_levels
                 and any(p.search(text) for p in self.statement) and not any(p.search(text) for p in self.handled)):

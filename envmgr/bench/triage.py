@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envmgr import severity
 from envmgr.bench import prefilter as prefilter_module
-from envmgr.bench.cuda_errors import REFERENCE, CudaError
 from envmgr.bench.fallback import FailureLine, FallbackRules, FirstFailure
+from envmgr.bench.library_errors import REFERENCES, LibraryError
 from envmgr.bench.memory import kv_pool_sizing
 from envmgr.bench.prefilter import Prefilter
 from envmgr.bench.resemblance import Resemblance, family_resembled
@@ -247,9 +247,10 @@ class SignatureSet(BaseModel):
         unknown = sorted({g for s in self.signatures for g in s.supersedes} - set(ids))
         if unknown:
             raise ValueError(f"supersedes names unknown ids: {unknown}")
-        for field_name in ("words", "cuda_errors"):
-            named = set((getattr(self.unclassified, field_name) or {}).values() if field_name == "cuda_errors"
-                        else getattr(self.unclassified, field_name) or {}) if self.unclassified else set()
+        rules = self.unclassified
+        for field_name, named in (("words", set(rules.words) if rules else set()),
+                                  ("library_errors", {f for codes in ((rules.library_errors or {}).values() if rules else ())
+                                                      for f in codes.values()})):
             wrong = sorted(f for f in named if f not in ids or self.by_id()[f].severity != "error")
             if wrong:
                 raise ValueError(f"unclassified.{field_name} names no error signature: {wrong}")
@@ -624,14 +625,16 @@ class Triage:
                 priority=signature.priority, sources=resembled + tuple(_sources(signature)))
         message = fill_template([rules.message], {"text": failure.text})
         fix = rules.fix[failure.kind]
-        if naming.cuda is not None:  # a CUDA error of no family: CUDA's own words say what it is
-            message = f"{message} ({naming.cuda.describe()})"
-            fix = rules.cuda_error_fix.format(cuda_error=naming.cuda.name)
+        error = naming.library_error
+        if error is not None:  # a CUDA or NVML error of no family: the library's own words say what it is
+            message = f"{message} ({error.describe()})"
+            fix = rules.library_error_fix.format(library=error.library, name=error.name,
+                                                 reference=REFERENCES[error.library])
         return Finding(
             id=rules.id, severity="error", title=rules.title, line=failure.line, text=failure.text,
             message=message, fix=fix, rank=failure.rank, ranks=ranks,
             values={"kind": failure.kind, **naming.values},
-            sources=(REFERENCE,) if naming.cuda is not None else ())
+            sources=(REFERENCES[error.library],) if error is not None else ())
 
     def _examine(self, raw_line: str, recent: Callable[[], Iterator[str]]) -> None:
         """Match one candidate line; ``recent()`` yields the raw lines before it, latest first."""
@@ -893,21 +896,23 @@ class Naming:
     frame: str = ""  # the message's frame, formatted with ``fills``
     fills: dict[str, str] = field(default_factory=dict)
     resembled: Resemblance | None = None
-    cuda: CudaError | None = None  # the CUDA error the line reports
+    library_error: LibraryError | None = None  # the CUDA or NVML error the line reports
 
     @property
     def values(self) -> dict[str, Value]:
-        return {"cuda_error": self.cuda.name} if self.cuda else {}
+        error = self.library_error
+        return {f"{error.library.lower()}_error": error.name} if error else {}
 
 
 def _named_without_wording(rules: FallbackRules, failure: FailureLine) -> Naming:
-    """The family of a failure line no wording matched: by the CUDA error it reports (a CUDA
+    """The family of a failure line no wording matched: by the CUDA or NVML error it reports (an
     error of no family is known, so never named by a lookalike), else by the line's own words,
     else by the public report it resembles."""
-    cuda = rules.cuda_error_of(failure.text)
-    if cuda is not None:
-        family = (rules.cuda_errors or {}).get(cuda.code)
-        return Naming(family, "cuda_error", rules.named_by_cuda_error, {"cuda_error": cuda.describe()}, cuda=cuda)
+    error = rules.library_error_of(failure.text)
+    if error is not None:
+        return Naming(rules.family_of_library_error(error), f"{error.library.lower()}_error",
+                      rules.named_by_library_error, {"library": error.library, "error": error.describe()},
+                      library_error=error)
     family = rules.family_of(failure.text)
     if family is not None:
         return Naming(family, "words", rules.named_by_words)

@@ -76,3 +76,12 @@ def test_without_a_near_report_triage_stays_unclassified():
     findings = triage_text("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
                            "ZeroDivisionError: division by zero\n")
     assert [f.id for f in findings] == ["unclassified_failure"]
+
+
+def test_one_frame_with_another_reason_is_another_failure():
+    corpus = Corpus([("disk_full", "https://github.com/example/c/issues/3",
+                      ["", "RuntimeError: Failed to load the engine plan: No space left on device"])])
+    same = family_resembled(["", "RuntimeError: Failed to load the engine plan: No space left on device (28)"], corpus)
+    assert same is not None and same.family == "disk_full"
+    assert family_resembled(["", "RuntimeError: Failed to load the engine plan: tokenizer.json is malformed"],
+                            corpus) is None

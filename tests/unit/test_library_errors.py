@@ -1,6 +1,7 @@
-"""CUDA's own errors, whatever program prints them (issue 25): a line reporting one is a failure
-line; a CUDA error with a family names it, the others stay unclassified with CUDA's explanation.
-The table is what libcudart 13.0 says (tests/integration/test_cuda_errors_table.py rebuilds it)."""
+"""CUDA's and NVML's own errors, whatever program prints them (issue 25): a line reporting one is
+a failure line; an error with a family names it, the others stay unclassified with the library's
+explanation. The tables are what libcudart 13.0, nvml.h and pynvml say
+(tests/integration/test_library_errors_tables.py rebuilds them)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,22 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envmgr.bench import cuda_errors, triage
+from envmgr.bench import library_errors, triage
 from envmgr.bench.triage import load_signatures, parse_signatures, triage_text
 from envmgr.errors import KnowledgeBaseError
 
-TABLE = cuda_errors.shipped()
+CUDA, NVML = library_errors.shipped()
+CUDA_REFERENCE = library_errors.REFERENCES["CUDA"]
 
 
 def test_the_table_holds_every_runtime_error_once_with_its_driver_name():
-    errors = yaml.safe_load(cuda_errors.TABLE.read_text())["errors"]
+    errors = yaml.safe_load((library_errors.HERE / "cuda_errors.yaml").read_text())["errors"]
     codes = [e["code"] for e in errors]
     assert len(codes) == len(set(codes)) > 100
     by_code = {e["code"]: e for e in errors}
-    assert (by_code[3]["name"], by_code[3]["text"], by_code[3]["driver"]) == (
-        "cudaErrorInitializationError", "initialization error", "CUDA_ERROR_NOT_INITIALIZED")
-    assert by_code[209]["driver"] == "CUDA_ERROR_NO_BINARY_FOR_GPU"
+    assert (by_code[3]["name"], by_code[3]["text"], by_code[3]["aliases"]) == (
+        "cudaErrorInitializationError", "initialization error", ["CUDA_ERROR_NOT_INITIALIZED"])
+    assert by_code[209]["aliases"] == ["CUDA_ERROR_NO_BINARY_FOR_GPU"]
     assert by_code[999]["text"] == "unknown error"
     assert all(e["name"].startswith("cudaError") for e in errors)
 
@@ -41,7 +43,7 @@ def test_the_table_holds_every_runtime_error_once_with_its_driver_name():
      "calling NumCudaDevices() that might have already set an error? Error 999: unknown error", 999),
 ])
 def test_a_cuda_error_is_recognised_in_any_framing(line, code):
-    found = TABLE.find(line)
+    found = CUDA.find(line)
     assert found is not None and found.code == code
 
 
@@ -54,14 +56,14 @@ def test_a_cuda_error_is_recognised_in_any_framing(line, code):
     "status code 404 from the mirror",                                 # no CUDA on the line
 ])
 def test_words_that_are_not_a_cuda_error_are_not_one(line):
-    assert TABLE.find(line) is None
+    assert library_errors.find(line) is None
 
 
 def test_a_cuda_error_of_no_family_is_a_failure_explained_by_cuda():
     [finding] = triage_text("loading model\ncuInit err: 999\n")
     assert (finding.id, finding.line, finding.values["cuda_error"]) == ("unclassified_failure", 2, "cudaErrorUnknown")
     assert "This indicates that an unknown internal error has occurred" in finding.message
-    assert cuda_errors.REFERENCE in finding.fix and finding.sources == (cuda_errors.REFERENCE,)
+    assert CUDA_REFERENCE in finding.fix and finding.sources == (CUDA_REFERENCE,)
 
 
 def test_a_cuda_error_of_a_family_names_it():
@@ -92,9 +94,36 @@ def test_the_live_feed_and_the_batch_path_agree_on_a_cuda_error():
     assert [(f.id, f.line) for f in live.close()] == [(f.id, f.line) for f in triage_text(log)]
 
 
-def test_a_family_the_cuda_errors_name_must_be_an_error_signature():
-    text = (Path(triage.__file__).with_name("signatures.yaml").read_text(encoding="utf-8")
-            .replace("    2: cuda_oom ", "    2: no_such_family ", 1))
-    with pytest.raises(KnowledgeBaseError, match="unclassified.cuda_errors names no error signature: .'no_such_family'"):
+def test_a_family_a_library_error_names_must_be_an_error_signature_of_a_known_library():
+    shipped = Path(triage.__file__).with_name("signatures.yaml").read_text(encoding="utf-8")
+    text = shipped.replace("      2: cuda_oom ", "      2: no_such_family ", 1)
+    with pytest.raises(KnowledgeBaseError, match="unclassified.library_errors names no error signature: .'no_such_family'"):
         parse_signatures(text)
-    assert load_signatures().unclassified.cuda_errors[209] == "no_kernel_image"
+    with pytest.raises(KnowledgeBaseError, match="unknown libraries .'ROCM'"):
+        parse_signatures(shipped.replace("    NVML:\n", "    ROCM:\n", 1))
+    assert load_signatures().unclassified.library_errors["CUDA"][209] == "no_kernel_image"
+
+
+@pytest.mark.parametrize("line, code", [
+    ("Failed to initialize NVML: Unknown Error", 999),                # nvidia-smi in a container that lost its GPU
+    ("Failed to initialize NVML: Driver Not Loaded", 9),
+    ("pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded", 9),       # pynvml's class
+    ("nvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found", 12),
+    ("error getting device count: NVML_ERROR_INSUFFICIENT_PERMISSIONS", None),  # not NVML's name: none
+])
+def test_an_nvml_error_is_recognised_by_its_name_class_or_message(line, code):
+    found = NVML.find(line)
+    assert (found.code if found else None) == code
+
+
+def test_an_nvml_error_of_no_family_is_not_named_by_an_nvml_lookalike():
+    """"Failed to initialize NVML: Unknown Error" is not the version mismatch that reads alike."""
+    [finding] = triage_text("$ nvidia-smi\nFailed to initialize NVML: Unknown Error\n")
+    assert (finding.id, finding.values["nvml_error"]) == ("unclassified_failure", "NVML_ERROR_UNKNOWN")
+    assert "An internal driver error occurred" in finding.message
+    assert finding.sources == (library_errors.REFERENCES["NVML"],)
+
+
+def test_an_nvml_error_of_a_family_names_it():
+    [finding] = triage_text("pynvml.NVMLError_GpuIsLost: GPU is lost\n")
+    assert finding.id == "gpu_hardware_fault"

@@ -1,0 +1,131 @@
+"""Recognise a CUDA or NVML error in a log line, whatever program prints it, by the library's own
+names and words.
+
+Every program on a GPU host reports CUDA's and NVML's failures in its own framing (torch's
+``CUDA error: ...``, ggml's ``CUDA error 3 at ggml-cuda.cu:123: ...``, Ollama's ``cuInit err:
+999``, a C++ ``CUDA_ERROR_NO_BINARY_FOR_GPU``, nvidia-smi's ``Failed to initialize NVML: Unknown
+Error``, pynvml's ``NVMLError_DriverNotLoaded``), but the error itself is one of the library's:
+``cuda_errors.yaml`` and ``nvml_errors.yaml`` hold them all, as the libraries name and word them
+(tools/library-errors/build.py reads libcudart's cudaGetErrorName/cudaGetErrorString, the headers
+of NVIDIA's wheels, and pynvml's table).
+
+A line reports an error of a library when it names one (``cudaErrorNoDevice``,
+``CUDA_ERROR_UNKNOWN``, ``NVML_ERROR_GPU_IS_LOST``), or when it speaks of the library (the word,
+or a driver call such as ``cuInit``) and carries an error's message as a message (``:
+initialization error``) or its code after an error word (``err: 999``, ``failure: 3``).
+Messages are matched in the library's own case: errno's "Invalid argument" is not CUDA's
+"invalid argument".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).parent
+# a code after an error word, as the last of its clause ("err: 999", "failure: 3"), not a count
+# ("failed 3 times"); not after "code" (the prefilter would find it in every "Decode batch" line)
+_CODE = re.compile(r"(?i)\b(?:err(?:or)?|fail(?:ed|ure)?|returned|result)\b\W{0,3}(\d{1,3})(?=$|[:),.;\]\"']|\s*\()")
+# a message as a message: after a colon, an error word, a bracket or a quote, and where it ends
+_BEFORE = r"(?:[:=(\[\"']\s*|\b(?:error|failure|failed)\s+)"
+_AFTER = r"(?=$|[.)\]\"',;]|\s+[^a-z\s])"
+
+
+@dataclass(frozen=True)
+class LibraryError:
+    library: str  # "CUDA", "NVML"
+    code: int
+    name: str
+    text: str = ""  # its message ("" where the table has none)
+    aliases: tuple[str, ...] = ()  # its other names: the driver API's, pynvml's class
+    about: str = ""
+
+    def describe(self) -> str:
+        words = f": {self.text}" if self.text else ""
+        about = f": {self.about.rstrip('.')}" if self.about else ""
+        return f"{self.library} error {self.code} ({self.name}{words}){about}"
+
+
+@dataclass(frozen=True)
+class Library:
+    """How a library's errors look in a line, and where its table is."""
+
+    name: str
+    table: str  # the file beside this module
+    reference: str  # the public list of its errors
+    names: str  # a regex of its errors' names
+    speaks_of: str  # a regex: the line is about this library
+    common_words: frozenset[str] = frozenset()  # messages that are every tool's words too
+
+
+LIBRARIES = (
+    Library("CUDA", "cuda_errors.yaml", "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
+            r"\b(?:cudaError(?!Success\b)[A-Z]\w*|CUDA_ERROR_(?!SUCCESS\b)[A-Z_]+)\b",
+            # the word, or a driver API call (cuInit, cuDeviceGet, cuCtxCreate_v2): a line may name one and no "CUDA"
+            r"(?i:cuda)|\bcu(?:Init|Device|Ctx|Mem|Module|Launch|Stream|Event|Graph|Link|Library)\w*",
+            # a path under /usr/local/cuda that is "file not found" is no cudaErrorFileNotFound
+            frozenset({"file not found", "operation not permitted", "operation not supported", "invalid argument"})),
+    Library("NVML", "nvml_errors.yaml", "https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html",
+            r"\b(?:NVML_ERROR_(?!SUCCESS\b)[A-Z_]+|NVMLError_[A-Z]\w*)\b", r"(?i:nvml)",
+            frozenset({"Timeout", "Not Found", "Not Supported", "Invalid Argument", "Deprecated", "No Data"})),
+)
+REFERENCES = {library.name: library.reference for library in LIBRARIES}
+
+
+class ErrorTable:
+    """One library's errors, and how to find one in a line."""
+
+    def __init__(self, library: Library, errors: list[LibraryError]) -> None:
+        self.library = library
+        self._by_name = {n: e for e in errors for n in (e.name, *e.aliases)}
+        self._by_code = {e.code: e for e in errors}
+        texts = sorted({e.text for e in errors if e.text} - library.common_words, key=len, reverse=True)
+        self._by_text = {e.text: e for e in errors if e.text}
+        self._names = re.compile(library.names)
+        self._speaks_of = re.compile(library.speaks_of)
+        self._message = re.compile(_BEFORE + "(" + "|".join(re.escape(t) for t in texts) + ")" + _AFTER)
+
+    def find(self, text: str) -> LibraryError | None:
+        """The error of this library ``text`` reports, if it reports one."""
+        for match in self._names.finditer(text):
+            if match.group(0) in self._by_name and text.strip() != match.group(0):  # a bare name is a listing
+                return self._by_name[match.group(0)]
+        if not self._speaks_of.search(text):
+            return None
+        message = self._message.search(text)
+        if message:
+            return self._by_text[message.group(1)]
+        for match in _CODE.finditer(text):
+            if int(match.group(1)) in self._by_code:
+                return self._by_code[int(match.group(1))]
+        return None
+
+    def patterns(self) -> list[re.Pattern[str]]:
+        """What a line reporting one of these errors contains, one of them at least (for the
+        literal prefilter: not "CUDA" alone, which SGLang prints on every batch line, "cuda graph: True")."""
+        return [self._names, self._message, _CODE]
+
+
+def load(library: Library, path: Path | None = None) -> ErrorTable:
+    data = yaml.safe_load((path or HERE / library.table).read_text(encoding="utf-8")) or {}
+    return ErrorTable(library, [LibraryError(library.name, e["code"], e["name"], e.get("text", ""),
+                                             tuple(e.get("aliases", ())), e.get("about", ""))
+                                for e in data.get("errors", [])])
+
+
+@cache
+def shipped() -> tuple[ErrorTable, ...]:
+    return tuple(load(library) for library in LIBRARIES)
+
+
+def find(text: str) -> LibraryError | None:
+    """The CUDA or NVML error ``text`` reports, if it reports one."""
+    return next((error for table in shipped() if (error := table.find(text)) is not None), None)
+
+
+def patterns() -> list[re.Pattern[str]]:
+    return [p for table in shipped() for p in table.patterns()]
