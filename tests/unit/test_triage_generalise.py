@@ -643,3 +643,18 @@ def test_what_the_program_logged_as_a_warning_and_went_on_past_ranks_after_what_
            "loading weights\n"
            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     assert [f for f, _ in found(log)][:1] == ["cuda_oom"]
+
+
+@pytest.mark.parametrize("log, expected", [
+    # argparse names a positional or a subcommand by its dest or {choices} (Lib/argparse.py)
+    ("usage: trl [-h] {sft,dpo} ...\ntrl: error: argument command: invalid choice: 'vllm-serve' "
+     "(choose from 'sft', 'dpo')\n", ("server_args_rejected", 2)),
+    ("usage: x [-h] {a,b}\nx: error: argument {a,b}: invalid choice: 'c' (choose from 'a', 'b')\n",
+     ("server_args_rejected", 2)),
+    # Podman (and any CDI user) without a CDI spec for the NVIDIA GPUs
+    ("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all\n", ("container_toolkit_missing", 1)),
+    # a tool's error line after its name
+    ("building\nnvcc: fatal error: cannot find libdevice\n", ("unclassified_failure", 2)),
+])
+def test_argparse_s_positionals_cdi_and_a_tool_s_named_error_line(log, expected):
+    assert found(log) == [expected]
