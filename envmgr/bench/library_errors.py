@@ -44,6 +44,11 @@ class LibraryError:
     aliases: tuple[str, ...] = ()  # its other names: the driver API's, pynvml's class
     about: str = ""
 
+    @property
+    def key(self) -> str:
+        """Its name in a finding's values and ``named_by``: "cuda_error", "nvml_error"."""
+        return f"{self.library.lower()}_error"
+
     def describe(self) -> str:
         words = f": {self.text}" if self.text else ""
         about = f": {self.about.rstrip('.')}" if self.about else ""

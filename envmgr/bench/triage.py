@@ -248,10 +248,11 @@ class SignatureSet(BaseModel):
         if unknown:
             raise ValueError(f"supersedes names unknown ids: {unknown}")
         rules = self.unclassified
-        for field_name, named in (("words", set(rules.words) if rules else set()),
-                                  ("library_errors", {f for codes in ((rules.library_errors or {}).values() if rules else ())
-                                                      for f in codes.values()})):
-            wrong = sorted(f for f in named if f not in ids or self.by_id()[f].severity != "error")
+        named = {"words": set(rules.words),
+                 "library_errors": {f for codes in (rules.library_errors or {}).values() for f in codes.values()}} \
+            if rules else {}
+        for field_name, families in named.items():
+            wrong = sorted(f for f in families if f not in ids or self.by_id()[f].severity != "error")
             if wrong:
                 raise ValueError(f"unclassified.{field_name} names no error signature: {wrong}")
         prefilter_for(self)  # every pattern has a literal to find it by (built once: Triage reuses it)
@@ -612,7 +613,7 @@ class Triage:
         assert rules is not None
         ranks = (failure.rank,) if failure.rank else ()
         naming = _named_without_wording(rules, failure)
-        if naming.family is not None:  # no wording matched, but the line's words, its CUDA error or a public report name it
+        if naming.family is not None:  # no wording matched, but its CUDA/NVML error, its words or a public report name it
             signature = self._set.by_id()[naming.family]
             values = self._values_for(signature, {})
             message = naming.frame.format(message=fill_template(signature.message, values), **naming.fills)
@@ -900,8 +901,7 @@ class Naming:
 
     @property
     def values(self) -> dict[str, Value]:
-        error = self.library_error
-        return {f"{error.library.lower()}_error": error.name} if error else {}
+        return {self.library_error.key: self.library_error.name} if self.library_error else {}
 
 
 def _named_without_wording(rules: FallbackRules, failure: FailureLine) -> Naming:
@@ -910,7 +910,7 @@ def _named_without_wording(rules: FallbackRules, failure: FailureLine) -> Naming
     else by the public report it resembles."""
     error = rules.library_error_of(failure.text)
     if error is not None:
-        return Naming(rules.family_of_library_error(error), f"{error.library.lower()}_error",
+        return Naming(rules.family_of_library_error(error), error.key,
                       rules.named_by_library_error, {"library": error.library, "error": error.describe()},
                       library_error=error)
     family = rules.family_of(failure.text)
