@@ -659,3 +659,13 @@ def test_what_the_program_logged_as_a_warning_and_went_on_past_ranks_after_what_
 ])
 def test_argparse_s_positionals_cdi_and_a_tool_s_named_error_line(log, expected):
     assert found(log) == [expected]
+
+
+def test_xformers_reason_that_bf16_needs_an_a100_names_bf16_not_the_attention_backend():
+    log = ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
+           "     query       : shape=(2, 4096, 8, 40) (torch.bfloat16)\n"
+           "`cutlassF` is not supported because:\n"
+           "    bf16 is only supported on A100+ GPUs\n"
+           "`smallkF` is not supported because:\n"
+           "    dtype=torch.bfloat16 (supported: {torch.float32})\n")
+    assert found(log)[0] == ("bf16_unsupported", 4)
