@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
+from envmgr.datafiles import load_shipped, parse_yaml
 
 HERE = Path(__file__).parent
 # a code after an error word, as the last of its clause ("err: 999", "failure: 3"), not a count
@@ -115,16 +115,21 @@ class ErrorTable:
         return [self._names, self._message, _CODE]
 
 
-def load(library: Library, path: Path | None = None) -> ErrorTable:
-    data = yaml.safe_load((path or HERE / library.table).read_text(encoding="utf-8")) or {}
+def entries(text: str) -> list[dict]:
+    """A table's errors, as plain data."""
+    return (parse_yaml(text) or {}).get("errors", [])
+
+
+def table(library: Library, errors: list[dict]) -> ErrorTable:
     return ErrorTable(library, [LibraryError(library.name, e["code"], e["name"], e.get("text", ""),
                                              tuple(e.get("aliases", ())), e.get("about", ""))
-                                for e in data.get("errors", [])])
+                                for e in errors])
 
 
 @cache
 def shipped() -> tuple[ErrorTable, ...]:
-    return tuple(load(library) for library in LIBRARIES)
+    # read through the data cache: every triage builds its prefilter from these tables
+    return tuple(table(library, load_shipped("envmgr.bench", library.table, entries)) for library in LIBRARIES)
 
 
 def find(text: str) -> LibraryError | None:
