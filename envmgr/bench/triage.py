@@ -350,6 +350,8 @@ PREFIXES = (
     re.compile(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d[.,]\d+ [\w.]+ \d+ (?P<level>{LEVEL})\s+"),
     # Rust tracing (the router, dynamo): "2025-05-28T03:35:37.857Z ERROR engine.run_mp_engine: "
     re.compile(rf"^\d{{4}}-\d\d-\d\dT[\d:.]+Z\s+(?P<level>{LEVEL})\s+[\w.:-]+: "),
+    # TensorFlow's C++ log (tsl's logging): "2021-05-06 11:02:45.581257: W tensorflow/.../dso_loader.cc:64] "
+    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<glog>[IWEF]) [\w./-]+:\d+\] "),
     # glog (torch's C++ side): "W0527 09:20:36.761000 140735466850080 torch/distributed/api.py:857] "
     re.compile(r"^(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "),
     re.compile(r"^\[rank\d+\]:\s?"),  # torch elastic: "[rank0]: "
@@ -379,6 +381,9 @@ PREFIXES = (
     re.compile(rf"^\[(?:\d\d/\d\d/\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s+(?:[\w.-]+/)?(?P<level>{LEVEL}|FATAL)\s+"),
     # logfmt (Go's slog, logrus: Ollama, the container toolkit): 'time=... level=ERROR source=x.go:1 msg='
     re.compile(rf"^(?:time=\S+ )?level=(?P<level>{LEVEL}|error|warning|warn|info|debug|fatal) (?:source=\S+ )?msg="),
+    # a bare timestamp, last (any prefix above that begins with one is more specific): `docker logs
+    # --timestamps` ("2024-02-09T17:32:34.123456789Z "), Docker Desktop's log view ("2024-02-09 17:32:34 ")
+    re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"),
 )
 GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO", "D": "DEBUG",  # glog's and llama.cpp's letters
                "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL"}  # zerolog's

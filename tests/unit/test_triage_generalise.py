@@ -669,3 +669,73 @@ def test_xformers_reason_that_bf16_needs_an_a100_names_bf16_not_the_attention_ba
            "`smallkF` is not supported because:\n"
            "    dtype=torch.bfloat16 (supported: {torch.float32})\n")
     assert found(log)[0] == ("bf16_unsupported", 4)
+
+
+@pytest.mark.parametrize("log, expected", [
+    # Gradio's launch(): every port it may take is bound (the message on the line after a bare "OSError:")
+    ("OSError:\nCannot find empty port in range: 6006-6006. You can specify a different port by setting the "
+     "GRADIO_SERVER_PORT environment variable or passing the `server_port` parameter to `launch()`.\n",
+     ("port_in_use", 2)),
+    # torch 2.4-2.6's NCCL watchdog, and its uncaught C++ exception with the message cut off
+    ("[rank16]:[E214 06:46:21.341483897 ProcessGroupNCCL.cpp:1785] [PG ID 2 PG GUID 3 Rank 16] Exception (either an "
+     "error or timeout) detected by watchdog at work: 9301, last enqueued NCCL work: 9301, last completed NCCL work: "
+     "9300.\n", ("nccl_error", 1)),
+    ("frame #6: <unknown function> + 0x126850 (0x7ea882526850 in /lib/x86_64-linux-gnu/libc.so.6)\n\n"
+     "terminate called after throwing an instance of 'c10::DistBackendError'\n  what():  [PG ID 0 PG GUID 0(default_pg) "
+     "Rank 15] Process g\n", ("nccl_error", 3)),
+    # TensorRT-LLM's proxy, when the worker's own error is not in the paste
+    ('  File "/usr/local/lib/python3.12/dist-packages/tensorrt_llm/executor/proxy.py", line 332, in '
+     "_start_executor_workers\n    raise RuntimeError(\nRuntimeError: Executor worker returned error\n",
+     ("server_subprocess_died", 3)),
+])
+def test_gradio_s_busy_port_torch_s_watchdog_and_trtllm_s_dead_worker(log, expected):
+    assert found(log)[0] == expected
+
+
+def test_a_worker_s_own_error_outranks_trtllm_s_wrapper():
+    log = ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+           "RuntimeError: Executor worker returned error\n")
+    assert [f for f, _ in found(log)][:1] == ["cuda_oom"]
+
+
+@pytest.mark.parametrize("log, line", [
+    # the dynamic loader's miss, and the shell's word for the SIGABRT that followed it
+    ("Running on local URL:  http://0.0.0.0:8860\n"
+     "Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object "
+     "file: No such file or directory\n"
+     "start-webui.sh: line 7: 141135 Aborted                 $PYTHON ./app.py --server_port 8860\n", 3),
+    ("loading\nAborted\n", 2),
+    ("Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object "
+     "file: No such file or directory\n", 1),
+    # a bare timestamp before the line (Docker Desktop's log view, `docker logs --timestamps`)
+    ("2024-02-09 17:32:34     raise RuntimeError(f\"Failed to load shared library '{_lib_path}': {e}\")\n"
+     "2024-02-09 17:32:34 RuntimeError: Failed to load shared library '/app/libllama.so': libcuda.so.1: cannot open "
+     "shared object file: No such file\n", 2),
+])
+def test_a_missing_shared_library_an_abort_and_a_timestamped_exception_are_failures(log, line):
+    assert found(log) == [("unclassified_failure", line)]
+
+
+@pytest.mark.parametrize("log", [
+    # TensorFlow's optional-library probe is a warning (glog W): it goes on without it
+    "2021-05-06 11:02:45.581257: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load "
+    "dynamic library 'libcudart.so.11.0';"
+    " dlerror: libcudart.so.11.0: cannot open shared object file: No such file or directory\n",
+    "2024-02-09T17:32:34.123456789Z INFO server ready\n",
+])
+def test_a_loader_miss_logged_as_a_warning_and_a_timestamped_info_line_are_quiet(log):
+    assert found(log) == []
+
+
+def test_a_bare_timestamp_is_framing_and_a_more_specific_prefix_wins():
+    assert clean_line("2024-02-09T17:32:34.123456789Z RuntimeError: x").text == "RuntimeError: x"
+    assert (clean_line("2026-09-06 12:21:46.013  ERROR startup failed").level) == "ERROR"
+
+
+def test_tensorflow_s_error_level_lines_are_errors_except_its_known_plugin_noise():
+    noise = ("2025-01-29 08:57:57.439587: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:477] Unable to "
+             "register cuFFT factory: Attempting to register factory for plugin cuFFT when one has already been "
+             "registered\n")
+    assert found(noise) == []
+    assert found("2025-01-29 08:57:57.439587: E tensorflow/core/common_runtime/gpu/gpu_device.cc:12] GPU init "
+                 "went wrong\n") == [("unclassified_failure", 1)]
