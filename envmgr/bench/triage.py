@@ -158,6 +158,9 @@ class Signature(BaseModel):
     compute: str | None = None
     keep_text: list[str] = []
     supersedes: list[str] = []
+    # it says only that a process died: a failure line before it that no signature explains
+    # is the cause, and comes first (unclassified_failure), the wrapper after it
+    wrapper: bool = False
     message: list[str] = Field(min_length=1)
     fix: list[str] = Field(min_length=1)
     sources: list[str] = Field(min_length=1)
@@ -612,7 +615,8 @@ class Triage:
     def _unclassified(self) -> Finding | None:
         """Where the log failed, when it failed and no signature says why."""
         failure = self._first_failure.found() if self._first_failure else None
-        if failure is None or any(h.signature.severity == "error" for h in self._hits.values()):
+        if failure is None or any(h.signature.severity == "error" and not (h.signature.wrapper and h.line > failure.line)
+                                  for h in self._hits.values()):
             return None
         rules = self._set.unclassified
         assert rules is not None
@@ -798,12 +802,20 @@ class Triage:
         recovery = self._set.recovered
         if recovery and hit.signature.severity == "error" and waited < recovery.within:
             return False  # the program may yet say it recovered from it
-        if hit.signature.id not in self._superseded_by:
+        if hit.signature.id not in self._superseded_by and not hit.signature.wrapper:
             return True  # nothing can explain it better: report at once
         return waited >= self._set.hold_lines
 
     def _is_superseded(self, hit: _Hit) -> bool:
-        return any(better in self._hits for better in self._superseded_by.get(hit.signature.id, ()))
+        if any(better in self._hits for better in self._superseded_by.get(hit.signature.id, ())):
+            return True
+        if not hit.signature.wrapper:
+            return False
+        # a wrapper says only that something died: any cause found, or a failure line before it, says more
+        if any(h.signature.severity == "error" and not h.signature.wrapper for h in self._hits.values()):
+            return True
+        failure = self._first_failure.found() if self._first_failure else None
+        return failure is not None and failure.line < hit.line
 
     # -- rendering ----------------------------------------------------------------------------
     def _render(self, hit: _Hit) -> Finding:

@@ -739,3 +739,56 @@ def test_tensorflow_s_error_level_lines_are_errors_except_its_known_plugin_noise
     assert found(noise) == []
     assert found("2025-01-29 08:57:57.439587: E tensorflow/core/common_runtime/gpu/gpu_device.cc:12] GPU init "
                  "went wrong\n") == [("unclassified_failure", 1)]
+
+
+def test_vllm_s_positional_model_sentence_is_a_rejection_only_as_its_valueerror():
+    warning = ("WARNING 05-04 01:02:15 [argparse_utils.py:257] With `vllm serve`, you should provide the model as a "
+               "positional argument or in a config file instead of via the `--model` option. The `--model` option "
+               "will be removed in a future version.\n(APIServer pid=1) INFO 05-04 01:02:15 [utils.py:299] version 0.20\n")
+    assert found(warning) == []
+    error = ("ValueError: With `vllm serve`, you should provide the model as a positional argument or in a config "
+             "file instead of via the `--model` option.\n")
+    assert found(error) == [("server_args_rejected", 1)]
+
+
+@pytest.mark.parametrize("log, expected", [
+    # vLLM V1's front end and SGLang's launcher, when the dead child's own error is not in the paste
+    ("(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+     "{}\n", [("server_subprocess_died", 1)]),
+    ("[2025-10-31 02:16:22] Received sigquit from a child process. It usually means the child failed.\n",
+     [("server_subprocess_died", 1)]),
+    # a cause no signature knows, before the wrapper: the cause, and only it
+    ("(EngineCore_DP0 pid=9) ERROR 01-01 00:00:00 [core.py:1] EngineCore failed to start.\n"
+     "(EngineCore_DP0 pid=9) KeyError: 'model.layers.0.weight'\n"
+     "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+     "{}\n", [("unclassified_failure", 2)]),
+    # a cause a signature knows: it, and not the wrapper
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+     "[2025-10-31 02:16:22] Received sigquit from a child process. It usually means the child failed.\n",
+     [("cuda_oom", 1)]),
+])
+def test_a_dead_child_s_wrapper_names_the_failure_only_without_a_cause_before_it(log, expected):
+    assert found(log) == expected
+    assert [(f["id"], f["line"]) for f in same_both_ways(log)] == expected
+
+
+@pytest.mark.parametrize("line, family", [
+    # NVIDIA's Xid catalogue: 31 is a memory page fault of the application, 79 and 48 the hardware's
+    ("[Fri Jun  5 01:02:42 2026] NVRM: Xid (PCI:0000:10:00): 31, pid=1958081, name=python3, channel 0x00000009. "
+     "MMU Fault: ENGINE GRAPHICS", "cuda_illegal_address"),
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", "gpu_hardware_fault"),
+    ("kernel: NVRM: Xid 48 on GPU 2", "gpu_hardware_fault"),
+    ("NVRM: Xid (PCI:0000:3b:00): 13, pid=77, Graphics Exception: ESR 0x405840=0x1", "unclassified_failure"),
+    # TensorRT-LLM's wording of an OOM while it creates its executor
+    ("RuntimeError: Executor creation failed due to insufficient GPU memory.", "cuda_oom"),
+    # nvcc's front end (EDG) reports an error as "file(line): error: ..."
+    ('/src/attention_softmax.cu(98): error: namespace "cub" has no member "Max"', "unclassified_failure"),
+    # a bind that failed, in a program's own words
+    ("/workspace/lib/llm/src/http/service/service_v2.rs:117:33: could not bind to address: 0.0.0.0:8000",
+     "port_in_use"),
+    # an operation that failed with an exception it names
+    ("[2025-09-17 16:23:13 TP1] Decode transfer failed for request rank=1 with exception KVTransferError(room=1)",
+     "unclassified_failure"),
+])
+def test_xid_numbers_trtllm_s_executor_oom_nvcc_s_error_format_and_a_failed_bind(line, family):
+    assert [f.id for f in triage_text(line + "\n")][:1] == [family]
