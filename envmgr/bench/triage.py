@@ -361,6 +361,9 @@ PREFIXES = (
     # torch's C++ log (c10): "[E ProcessGroupNCCL.cpp:475] ", "[W1203 12:00:00.123456 99 Module.cpp:12] "
     re.compile(r"^\[(?P<glog>[IWEF])(?:\d{4} \d\d:\d\d:\d\d\.\d+ \d+)? ?[\w./-]+:\d+\]\s*"),
     # TensorRT-LLM and other C++ loggers: "[TensorRT-LLM][ERROR] "
+    # TensorRT-LLM's Python logger: "[11/02/2025-22:00:50] [TRT-LLM] [E] " (not TensorRT's own "[TRT] [E]":
+    # its builder logs a tactic's failed allocation at E and goes on to the next tactic)
+    re.compile(r"^(?:\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] )?\[TRT-LLM\] \[(?P<glog>[IWEFVD])\] "),
     re.compile(rf"^\[[\w.-]+\]\[(?P<level>{LEVEL})\]\s*"),
     # FastChat and loguru-style: "2023-11-10 17:45:27 | ERROR | asyncio | "
     re.compile(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| (?P<level>{LEVEL})\s*\| (?:[\w.:<>-]+ \| |[\w.:<>-]+ - )?"),
@@ -388,7 +391,7 @@ PREFIXES = (
     # --timestamps` ("2024-02-09T17:32:34.123456789Z "), Docker Desktop's log view ("2024-02-09 17:32:34 ")
     re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"),
 )
-GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO", "D": "DEBUG",  # glog's and llama.cpp's letters
+GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO", "D": "DEBUG", "V": "DEBUG",  # glog's, llama.cpp's, TensorRT's letters
                "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL"}  # zerolog's
 # What a tool appends: Ray's de-duplication note.
 SUFFIXES = (re.compile(r"\s*\[repeated \d+x across cluster\]$"),)

@@ -62,7 +62,7 @@ def test_triage_names_it_cites_the_thread_and_says_how(tmp_path):
     """End to end on the shipped corpus: an entry's line with its numbers changed (as another
     user's log would print it) is named, and the finding says so."""
     entries = yaml.safe_load((ROOT / "envmgr/bench/known_failures.yaml").read_text())["excerpts"]
-    entry = next(e for e in entries if e["id"] == "bertvits2-c10d-windows-10048-port-taken")
+    entry = next(e for e in entries if e["id"] == "vllm-v1-xpu-kv-cache-4p26-needed-4p25-available")
     lines = [re.sub(r"\d+", lambda m: str(int(m.group()) + 1) if len(m.group()) > 3 else m.group(), line)
              for line in entry["lines"]]
     findings = triage_text("\n".join(["INFO starting", *lines]) + "\n")

@@ -377,6 +377,8 @@ def test_a_frozen_held_out_split_keeps_its_first_score(split):
 
 @pytest.mark.parametrize("raw, text, level", [
     ("[TensorRT-LLM][ERROR] Assertion failed: remaining_buffer_size == 0", "Assertion failed: remaining_buffer_size == 0", "ERROR"),
+    ("[11/02/2025-22:00:50] [TRT-LLM] [E] Error in harmony chat completion", "Error in harmony chat completion", "ERROR"),
+    ("[TRT-LLM] [W] Failed to infer cluster info for NVIDIA GB10", "Failed to infer cluster info for NVIDIA GB10", "WARNING"),
     ("2023-11-10 17:45:27 | ERROR | asyncio | Future exception was never retrieved", "Future exception was never retrieved", "ERROR"),
     ("[llama-cpp] | Exception: Requested tokens (2285) exceed context window of 2048",
      "Exception: Requested tokens (2285) exceed context window of 2048", None),
