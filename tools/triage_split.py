@@ -49,6 +49,9 @@ def clean(excerpt: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) < 3 or not (argv[1] == "--heldout-only" or argv[1].isdigit()):
+        print(__doc__.split("\n\n")[1], file=sys.stderr)  # the usage lines
+        return 2
     name, whole, pools = argv[0], argv[1] == "--heldout-only", [Path(p) for p in argv[2:]]
     excerpts = [e for p in pools for e in yaml.safe_load(p.read_text(encoding="utf-8"))["excerpts"]]
     by_family: dict[str, list[dict]] = defaultdict(list)
