@@ -795,3 +795,23 @@ def test_a_dead_child_s_wrapper_names_the_failure_only_without_a_cause_before_it
 ])
 def test_xid_numbers_trtllm_s_executor_oom_nvcc_s_error_format_and_a_failed_bind(line, family):
     assert [f.id for f in triage_text(line + "\n")][:1] == [family]
+
+
+@pytest.mark.parametrize("log, expected", [
+    # vLLM V1's profile says at INFO that nothing is left for the KV cache, before the engine dies
+    ("(EngineCore_0 pid=5839) INFO 08-20 18:04:22 [gpu_worker.py:276] Available KV cache memory: -2.14 GiB\n"
+     "(EngineCore_0 pid=5839) ERROR 08-20 18:04:22 [core.py:700] EngineCore failed to start.\n", ("kv_pool_oom", 1)),
+    # NCCL's check of a CUDA driver call: NCCL's failure, unless the CUDA error is of a family
+    ("host:44712:44746 [2] transport/nvls.cc:246 NCCL WARN Cuda failure 3 'initialization error'\n"
+     "host:44712:44746 [2] NCCL INFO init.cc:1010 -> 1\n", ("nccl_error", 1)),
+    ("host:1:2 [0] transport/nvls.cc:154 NCCL WARN Cuda failure 2 'out of memory'\n", ("cuda_oom", 1)),
+    # vLLM's tensor-parallel shard of a weight that a kernel cannot tile
+    ("ValueError: Weight input_size_per_partition = 7392 is not divisible by min_thread_k = 128.\n",
+     ("heads_not_divisible_by_tp", 1)),
+    # vLLM's error body, quoted and wrapped by a client
+    ("WebSocket Error: Invalid response object from API:\n"
+     "'{\"object\":\"error\",\"message\":\"Conversation roles must alternate\n"
+     "user/assistant/...\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}'\n", ("unclassified_failure", 2)),
+])
+def test_vllm_s_negative_kv_memory_nccl_s_cuda_check_a_tp_shard_and_vllm_s_error_body(log, expected):
+    assert found(log)[0] == expected
