@@ -815,3 +815,14 @@ def test_xid_numbers_trtllm_s_executor_oom_nvcc_s_error_format_and_a_failed_bind
 ])
 def test_vllm_s_negative_kv_memory_nccl_s_cuda_check_a_tp_shard_and_vllm_s_error_body(log, expected):
     assert found(log)[0] == expected
+
+
+@pytest.mark.parametrize("log, expected", [
+    # llama.cpp's parser (common/arg.cpp) when a flag's handler throws
+    ('error while handling argument "--flash-attn": expected value for argument\n\nusage:\n', ("server_args_rejected", 1)),
+    # vLLM V1's executor, when the worker's own error is not in the paste
+    ("(EngineCore pid=196) ERROR 05-13 10:46:43 [multiproc_executor.py:283] Worker proc VllmWorker-0 died unexpectedly, "
+     "shutting down executor.\n", ("server_subprocess_died", 1)),
+])
+def test_llama_cpp_s_argument_error_and_vllm_s_dead_worker(log, expected):
+    assert found(log) == [expected]
