@@ -111,6 +111,8 @@ def test_malformed_signature_data_is_a_knowledge_base_error(bad, words):
     ("abi_sgl_kernel_sglang_8131.log", "abi_undefined_symbol", "undefined symbol"),
     ("nccl_sglang_8974.log", "nccl_error", "RuntimeError: NCCL error"),
     ("nccl_dist_backend_hkproj_1.log", "nccl_error", "DistBackendError"),
+    # real torch 2.11 + NCCL 2.28 on the H200: an all_reduce stuck behind a busy stream (docs/evidence/h200-nccl-watchdog)
+    ("nccl_watchdog_timeout_h200_torch_2.11.log", "nccl_error", "Watchdog caught collective operation timeout"),
     ("nccl_wheel_collision_facts.log", "nccl_wheel_collision", "ncclCommResume"),
 ])
 def test_each_fixture_gives_exactly_its_root_cause_on_the_right_line(name, expected_id, needle):

@@ -826,3 +826,11 @@ def test_vllm_s_negative_kv_memory_nccl_s_cuda_check_a_tp_shard_and_vllm_s_error
 ])
 def test_llama_cpp_s_argument_error_and_vllm_s_dead_worker(log, expected):
     assert found(log) == [expected]
+
+
+def test_the_real_watchdog_s_uncaught_distbackenderror_alone_is_nccl_error():
+    """torch 2.11's own end of a timed-out collective on the H200, with the lines before the
+    C++ terminate cut off (as a paste of only the tail would be)."""
+    log = (FIXTURES / "nccl_watchdog_timeout_h200_torch_2.11.log").read_text()
+    tail = log[log.index("terminate called after throwing an instance of 'c10::DistBackendError'"):]
+    assert found(tail)[0] == ("nccl_error", 1)

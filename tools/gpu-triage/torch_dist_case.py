@@ -2,6 +2,7 @@
 
     python torch_dist_case.py duplicate_gpu   # two NCCL ranks on one GPU: NCCL refuses
     python torch_dist_case.py port_in_use     # the TCPStore's port is taken
+    python torch_dist_case.py watchdog_timeout  # an all_reduce stuck behind a busy stream: the NCCL watchdog
 
 Each prints what torch and NCCL print; nothing is caught.
 """
@@ -26,6 +27,23 @@ def _rank(rank: int, world: int, port: int) -> None:
     dist.destroy_process_group()
 
 
+def _watchdog_timeout() -> None:
+    """One NCCL rank whose all_reduce waits behind a kernel that spins for ~30 s, with a 5 s
+    timeout: torch's watchdog times the collective out and tears the process down."""
+    from datetime import timedelta
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=1, timeout=timedelta(seconds=5),
+                            device_id=torch.device("cuda", 0))
+    tensor = torch.ones(1, device="cuda")
+    dist.all_reduce(tensor)  # the communicator is up
+    torch.cuda.synchronize()
+    torch.cuda._sleep(60_000_000_000)  # ~30 s of GPU clock cycles on the current stream
+    dist.all_reduce(tensor)  # NCCL's stream waits for it
+    torch.cuda.synchronize()
+    print("all_reduce finished (no timeout)", flush=True)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -42,6 +60,8 @@ def main(case: str) -> None:
         port = holder.getsockname()[1]
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group("gloo", rank=0, world_size=1)
+    elif case == "watchdog_timeout":
+        _watchdog_timeout()
     else:
         raise SystemExit(f"unknown case {case!r}")
 
