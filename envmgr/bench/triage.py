@@ -360,10 +360,10 @@ PREFIXES = (
     re.compile(r"^\[rank\d+\]:\s?"),  # torch elastic: "[rank0]: "
     # torch's C++ log (c10): "[E ProcessGroupNCCL.cpp:475] ", "[W1203 12:00:00.123456 99 Module.cpp:12] "
     re.compile(r"^\[(?P<glog>[IWEF])(?:\d{4} \d\d:\d\d:\d\d\.\d+ \d+)? ?[\w./-]+:\d+\]\s*"),
-    # TensorRT-LLM and other C++ loggers: "[TensorRT-LLM][ERROR] "
     # TensorRT-LLM's Python logger: "[11/02/2025-22:00:50] [TRT-LLM] [E] " (not TensorRT's own "[TRT] [E]":
     # its builder logs a tactic's failed allocation at E and goes on to the next tactic)
     re.compile(r"^(?:\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] )?\[TRT-LLM\] \[(?P<glog>[IWEFVD])\] "),
+    # TensorRT-LLM and other C++ loggers: "[TensorRT-LLM][ERROR] "
     re.compile(rf"^\[[\w.-]+\]\[(?P<level>{LEVEL})\]\s*"),
     # FastChat and loguru-style: "2023-11-10 17:45:27 | ERROR | asyncio | "
     re.compile(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| (?P<level>{LEVEL})\s*\| (?:[\w.:<>-]+ \| |[\w.:<>-]+ - )?"),
