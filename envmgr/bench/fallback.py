@@ -63,8 +63,6 @@ class FallbackRules(BaseModel):
     statement: list[re.Pattern[str]] = []
     handled: list[re.Pattern[str]] = []
     quiet_levels: list[str] = []  # a line at one of these levels states no failure
-    # a line a program logs at an error level that is known noise (it states no failure)
-    benign: list[re.Pattern[str]] = []
     exit: list[re.Pattern[str]] = Field(min_length=1)  # with a group `code`: 0 is no failure
     ready: list[re.Pattern[str]] = Field(min_length=1)
     stop: list[re.Pattern[str]] = Field(min_length=1)
@@ -88,8 +86,8 @@ class FallbackRules(BaseModel):
     library_error_fix: str = ("{library} itself reported {name}; look the error up in {library}'s list ({reference}) "
                               "and read the lines before it for the call that got it")
 
-    @field_validator("exception", "error", "statement", "handled", "benign", "exit", "ready", "stop",
-                     "ignored_exception", mode="before")
+    @field_validator("exception", "error", "statement", "handled", "exit", "ready", "stop", "ignored_exception",
+                     mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
         return _compile_all(raw)
@@ -151,8 +149,6 @@ class FallbackRules(BaseModel):
     def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
         """The kind of failure this line states, if any. ``serving``: the server was ready, so
         an error line is one request's (a 404 for an unknown model), not the server's."""
-        if any(p.search(text) for p in self.benign):
-            return None
         if any(p.search(text) for p in self.exception):
             return "exception"
         if not serving and ((level or "").upper() in self.levels or any(p.search(text) for p in self.error)):

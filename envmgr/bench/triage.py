@@ -618,7 +618,8 @@ class Triage:
     def _unclassified(self) -> Finding | None:
         """Where the log failed, when it failed and no signature says why."""
         failure = self._first_failure.found() if self._first_failure else None
-        if failure is None or any(h.signature.severity == "error" and not (h.signature.wrapper and h.line > failure.line)
+        # a cause found says why (a wrapper after this failure line is superseded by it, so it does not)
+        if failure is None or any(h.signature.severity == "error" and not self._is_superseded(h)
                                   for h in self._hits.values()):
             return None
         rules = self._set.unclassified

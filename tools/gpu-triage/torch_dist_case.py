@@ -16,10 +16,15 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _rank(rank: int, world: int, port: int) -> None:
+def _init_nccl(rank: int, world: int, port: int, **kwargs) -> None:
+    """This process as NCCL rank ``rank`` on GPU 0."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.cuda.set_device(0)  # both ranks on GPU 0: NCCL does not allow it
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", 0))
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", 0), **kwargs)
+
+
+def _rank(rank: int, world: int, port: int) -> None:
+    _init_nccl(rank, world, port)  # both ranks on GPU 0: NCCL does not allow it
     tensor = torch.ones(1, device="cuda")
     dist.all_reduce(tensor)
     torch.cuda.synchronize()
@@ -31,10 +36,7 @@ def _watchdog_timeout() -> None:
     """One NCCL rank whose all_reduce waits behind a kernel that spins for ~30 s, with a 5 s
     timeout: torch's watchdog times the collective out and tears the process down."""
     from datetime import timedelta
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", rank=0, world_size=1, timeout=timedelta(seconds=5),
-                            device_id=torch.device("cuda", 0))
+    _init_nccl(0, 1, _free_port(), timeout=timedelta(seconds=5))
     tensor = torch.ones(1, device="cuda")
     dist.all_reduce(tensor)  # the communicator is up
     torch.cuda.synchronize()
