@@ -8,7 +8,9 @@ kind, the first such line since the server was last ready:
   Python prints a chained traceback's original exception first, so the first one is the
   innermost cause;
 - ``error``: a line at level ERROR/CRITICAL/FATAL (from its logging prefix) or one a program
-  prints as fatal (``error: ...``, ``Segmentation fault``, a Rust panic);
+  prints as fatal (``error: ...``, ``Segmentation fault``, a Rust panic); where such a line is
+  only a header whose message is the next line (``message_follows``: a Rust panic's location,
+  CMake's ``CMake Error at ... (message):``), the next line is the failure line;
 - ``statement``: a program's own sentence that something failed, with no exception, level or
   exit code to say so (``ggml_cuda_init: failed to initialize CUDA: ...``, a kernel's ``GPU has
   fallen off the bus``); a line at a quiet level (INFO, WARNING) or one that says the problem
@@ -63,6 +65,7 @@ class FallbackRules(BaseModel):
     statement: list[re.Pattern[str]] = []
     handled: list[re.Pattern[str]] = []
     quiet_levels: list[str] = []  # a line at one of these levels states no failure
+    message_follows: list[re.Pattern[str]] = []  # an error line whose message is the next line
     exit: list[re.Pattern[str]] = Field(min_length=1)  # with a group `code`: 0 is no failure
     ready: list[re.Pattern[str]] = Field(min_length=1)
     stop: list[re.Pattern[str]] = Field(min_length=1)
@@ -86,8 +89,8 @@ class FallbackRules(BaseModel):
     library_error_fix: str = ("{library} itself reported {name}; look the error up in {library}'s list ({reference}) "
                               "and read the lines before it for the call that got it")
 
-    @field_validator("exception", "error", "statement", "handled", "exit", "ready", "stop", "ignored_exception",
-                     mode="before")
+    @field_validator("exception", "error", "statement", "handled", "message_follows", "exit", "ready", "stop",
+                     "ignored_exception", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
         return _compile_all(raw)
@@ -196,6 +199,7 @@ class FirstFailure:
         self._stopping = False
         self._serving = False  # a ready line was seen (and nothing has failed since)
         self._skip_exception = False  # the next exception was caught ("Exception ignored in")
+        self._header: int | None = None  # the error line kept last says its message is the next line
 
     def see(self, line: int, text: str, level: str | None, rank_of: Callable[[], str | None],
             before_of: Callable[[], str] = lambda: "") -> None:
@@ -207,6 +211,11 @@ class FirstFailure:
             return
         if self._stopping:
             return
+        header, self._header = self._header, None
+        kept = self._first.get("error")
+        if header is not None and line == header + 1 and text.strip() and kept is not None and kept.line == header:
+            # the header only said where; this line says what failed
+            self._first["error"] = FailureLine("error", line, text, rank_of(), before_of())
         if any(p.search(text) for p in self.rules.stop):
             self._stopping = True
             return
@@ -219,6 +228,12 @@ class FirstFailure:
             return
         if kind is not None and kind not in self._first:
             self._first[kind] = FailureLine(kind, line, text, rank_of(), before_of())
+            if kind == "error" and any(p.search(text) for p in self.rules.message_follows):
+                self._header = line
+
+    def wants_line(self, line: int) -> bool:
+        """Whether line ``line`` must be seen whatever it says: the message of a header before it."""
+        return self._header is not None and line == self._header + 1
 
     def forget_after(self, line: int) -> None:
         """The program recovered from what it printed after ``line``."""

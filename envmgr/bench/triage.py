@@ -552,7 +552,7 @@ class Triage:
         """Take one log line; return the findings that became certain with it."""
         self._line_no += 1
         before = self._history[-1] if self._history else None
-        if self._prefilter.may_match(raw_line) or (  # feed_block finds a wording across a wrap too
+        if self._prefilter.may_match(raw_line) or self._message_wanted() or (  # feed_block finds a wording across a wrap too
                 before is not None and may_continue(before)
                 and any(self._prefilter.may_match(before + glue + raw_line) for glue in WRAP_GLUE)):
             self._examine(raw_line, lambda: reversed(self._history))
@@ -571,6 +571,8 @@ class Triage:
         if starts and starts[0] < 0:
             starts.popleft()  # that line was examined with the block before
             follow = 0 if may_continue(carried.decode("utf-8", "replace")) else None
+        if self._message_wanted(self._line_no + 1):
+            follow = 0  # the block before ended with a header: its message is this block's first line
         while starts or follow is not None:
             if follow is not None and (not starts or follow < starts[0]):
                 start, follow, candidate = follow, None, False  # not followed in its turn
@@ -584,10 +586,15 @@ class Triage:
             raw = block[start:end].decode("utf-8", "replace")
             self._examine(raw, partial(_lines_before, block, start, before, self.window))
             at = end + 1
-            if candidate and may_continue(raw):
-                follow = at  # as feed does: a line with a needle may go on into the next
+            if candidate and (may_continue(raw) or self._message_wanted(self._line_no + 1)):
+                follow = at  # as feed does: a line with a needle may go on into the next, or hold its message
         self._line_no += block.count(b"\n", at)
         return _last_lines(before, block, self.window)
+
+    def _message_wanted(self, line_no: int | None = None) -> bool:
+        """Whether the fallback needs this line (default: the one being fed): a header's message."""
+        line_no = self._line_no if line_no is None else line_no
+        return self._first_failure is not None and self._first_failure.wants_line(line_no)
 
     def close(self) -> list[Finding]:
         """The log ended (the server is gone): release findings held for a better cause, and

@@ -835,3 +835,104 @@ def test_the_real_watchdog_s_uncaught_distbackenderror_alone_is_nccl_error():
     log = (FIXTURES / "nccl_watchdog_timeout_h200_torch_2.11.log").read_text()
     tail = log[log.index("terminate called after throwing an instance of 'c10::DistBackendError'"):]
     assert found(tail)[0] == ("nccl_error", 1)
+
+
+@pytest.mark.parametrize("log, expected", [
+    # NCCL checks.h's CUDACHECK: the CUDA runtime's text, no code
+    ("h:2699411:2699411 [0] init.cc:416 NCCL WARN Cuda failure 'operation not supported'\n"
+     "h:2699411:2699411 [0] NCCL INFO init.cc:1397 -> 1\n", [("nccl_error", 1)]),
+    # its INFO twin (CUDACHECKIGNORE) goes on: no failure
+    ("h:1:1 [0] NCCL INFO transport.cc:1 Cuda failure 'operation not supported'\n", []),
+    # the InfiniBand device's events: an error or a fatal one is a failure, a recovery is not
+    ("[2025-09-17 15:16:23] h:311:405 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_32:1 Got async error "
+     "event: port error\n", [("nccl_error", 1)]),
+    ("h:1:2 [0] transport/net_ib.cc:168 NCCL WARN NET/IB : mlx5_0:1 async fatal event: local catastrophic error\n",
+     [("nccl_error", 1)]),
+    ("h:1:2 [0] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_0:1 Got async event : port error\n",
+     [("nccl_error", 1)]),
+    ("h:1:2 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_32:1 Got async error event: port active\n", []),
+])
+def test_nccl_s_runtime_cuda_check_and_the_ib_device_s_error_events(log, expected):
+    assert found(log) == expected
+
+
+def test_nccl_s_runtime_cuda_check_says_what_cuda_said():
+    [finding] = triage_text("h:1:1 [0] init.cc:416 NCCL WARN Cuda failure 'operation not supported'\n")
+    assert finding.message == "NCCL failed: operation not supported."
+
+
+@pytest.mark.parametrize("log, expected", [
+    # Rust >= 1.73 prints the panic's location, then its message on the next line
+    ("Serving on http://0.0.0.0:1234.\nthread '<unnamed>' panicked at mistralrs-core/src/pipeline/mistral.rs:409:17:\n"
+     "Model failed with error `DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")`. Please raise an issue.\n"
+     "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n", ("cuda_oom", 3)),
+    ("thread 'main' panicked at src/main.rs:9:5:\ncalled `Option::unwrap()` on a `None` value\n",
+     ("unclassified_failure", 2)),
+    # Rust before 1.73: the message is on the panic's line
+    ("thread 'main' panicked at 'called `Option::unwrap()` on a `None` value', src/main.rs:9:5\n",
+     ("unclassified_failure", 1)),
+    # CMake's error, its message indented on the lines after it
+    ("2.272 CMake Error at ggml/src/ggml-cuda/CMakeLists.txt:65 (message):\n2.272   Compute capability 121 used, use "
+     "121a or 121f\n2.272   for Blackwell specific optimizations\n", ("unclassified_failure", 2)),
+    ("CMake Error: The source directory \"/src\" does not exist.\n", ("unclassified_failure", 1)),
+])
+def test_an_error_line_whose_message_is_the_next_line_points_at_the_message(log, expected):
+    assert found(log)[0] == expected
+    assert same_both_ways(log)  # the live feed agrees
+
+
+def test_the_message_line_after_a_panic_is_the_finding_s_text():
+    [finding] = triage_text("thread 'main' panicked at src/main.rs:9:5:\ncalled `Option::unwrap()` on a `None` value\n")
+    assert finding.text == "called `Option::unwrap()` on a `None` value"
+
+
+@pytest.mark.parametrize("log, expected", [
+    # a Python warning went on: a failure sentence inside it is no failure
+    ("/usr/lib/python3.12/dist-packages/torch/_subclasses/functional_tensor.py:279: UserWarning: Failed to "
+     "initialize NumPy: No module named 'numpy' (Triggered internally at tensor_numpy.cpp:81.)\n", []),
+    ("Failed to initialize NumPy: No module named 'numpy'\n", [("unclassified_failure", 1)]),
+    # "error <doing>": a wrapped error's own words (reqwest, Go)
+    ("Failed to load Harmony encoding: error downloading or loading vocab file: failed to download\n\nCaused by:\n",
+     [("unclassified_failure", 1)]),
+    ("parse: error parsing grammar: Undefined rule identifier 'keywords'\n", [("unclassified_failure", 1)]),
+])
+def test_a_python_warning_is_quiet_and_a_wrapped_error_s_words_are_a_failure(log, expected):
+    assert found(log) == expected
+
+
+@pytest.mark.parametrize("log, expected", [
+    # torch's newer wording of its check that no CC it was built for runs on this GPU
+    ("(Worker pid=369) /usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:371: UserWarning: Found GPU1 "
+     "Tesla V100-SXM2-32GB which is of compute capability (CC) 7.0.\n(Worker pid=369) The following list shows the CCs "
+     "this version of PyTorch was built for and the hardware CCs it supports:\n"
+     "(Worker pid=369) - 7.5 which supports hardware CC >=7.5,<8.0\n", ("no_kernel_image", 1)),
+    # "requires X to be installed" is a missing package, even when X is an attention kernel's
+    ("RuntimeError: Sparse Attention Indexer CUDA op requires DeepGEMM to be installed.\n",
+     ("feature_package_missing", 1)),
+    # a compiler's diagnostic on a FlashInfer source is its JIT build failing
+    ("/opt/py/site-packages/flashinfer/data/cutlass/include/cutlass/util/tensor_fill.h:52:10: fatal error: "
+     "curand_kernel.h: No such file or directory\ncompilation terminated.\n", ("flashinfer_jit_build_failed", 1)),
+])
+def test_torch_s_cc_warning_a_required_package_and_a_flashinfer_source_s_compile_error(log, expected):
+    assert found(log)[0] == expected
+
+
+def test_torch_s_cc_warning_gives_the_gpu_s_capability():
+    [finding] = triage_text("UserWarning: Found GPU0 NVIDIA GeForce GTX 1050 which is of compute capability (CC) 6.1.\n")
+    assert finding.values.get("gpu_capability") == 6.1
+
+
+def test_llama_cpp_s_argument_error_names_the_flag_and_what_it_said():
+    [finding] = triage_text('error while handling argument "-c": stoi\n')
+    assert finding.message == 'the server refused its command line before starting: argument "-c": stoi.'
+
+
+def test_a_header_at_the_end_of_a_block_still_gets_its_message_from_the_next_block():
+    from envmgr.bench.triage import Triage
+
+    log = b"x\nthread 'main' panicked at src/main.rs:9:5:\ncalled `Option::unwrap()` on a `None` value\nafter\n"
+    cut = log.index(b"called")
+    triage = Triage()
+    triage.feed_block(log[cut:], triage.feed_block(log[:cut]))
+    assert [(f.id, f.line, f.text) for f in triage.close()] == [
+        ("unclassified_failure", 3, "called `Option::unwrap()` on a `None` value")]
