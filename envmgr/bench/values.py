@@ -9,9 +9,10 @@ Value = int | float | str
 
 
 def to_value(raw: str, name: str = "", keep_text: Iterable[str] = ()) -> Value:
-    """Numbers from the log become numbers; versions ("550.140") and ``keep_text`` stay text."""
+    """Numbers from the log become numbers; versions ("550.140"), compute capabilities ("7.0",
+    which as a number would read "7") and ``keep_text`` stay text."""
     raw = raw.strip()
-    if name.endswith("_version") or name in keep_text:
+    if name.endswith(("_version", "_capability")) or name in keep_text:
         return raw
     if re.fullmatch(r"-?\d+", raw):
         return int(raw)

@@ -919,7 +919,7 @@ def test_torch_s_cc_warning_a_required_package_and_a_flashinfer_source_s_compile
 
 def test_torch_s_cc_warning_gives_the_gpu_s_capability():
     [finding] = triage_text("UserWarning: Found GPU0 NVIDIA GeForce GTX 1050 which is of compute capability (CC) 6.1.\n")
-    assert finding.values.get("gpu_capability") == 6.1
+    assert finding.values.get("gpu_capability") == "6.1"  # a capability is text: 7.0 must not read "7"
 
 
 def test_llama_cpp_s_argument_error_names_the_flag_and_what_it_said():
@@ -936,3 +936,11 @@ def test_a_header_at_the_end_of_a_block_still_gets_its_message_from_the_next_blo
     triage.feed_block(log[cut:], triage.feed_block(log[:cut]))
     assert [(f.id, f.line, f.text) for f in triage.close()] == [
         ("unclassified_failure", 3, "called `Option::unwrap()` on a `None` value")]
+
+
+def test_the_real_torch_2_11_cc_warning_is_no_kernel_image_with_its_capability():
+    """torch 2.11's own _warn_unsupported_code on the H200, asked about a CC 7.0 GPU
+    (tools/gpu-triage/torch_cc_warning.sh, docs/evidence/h200-torch-cc-warning)."""
+    [finding] = triage_text((FIXTURES / "torch_cc_warning_h200_torch_2.11.log").read_text())
+    assert (finding.id, finding.line, finding.values["gpu_name"]) == ("no_kernel_image", 1, "NVIDIA H200")
+    assert "TORCH_CUDA_ARCH_LIST including 7.0." in finding.fix
