@@ -944,3 +944,16 @@ def test_the_real_torch_2_11_cc_warning_is_no_kernel_image_with_its_capability()
     [finding] = triage_text((FIXTURES / "torch_cc_warning_h200_torch_2.11.log").read_text())
     assert (finding.id, finding.line, finding.values["gpu_name"]) == ("no_kernel_image", 1, "NVIDIA H200")
     assert "TORCH_CUDA_ARCH_LIST including 7.0." in finding.fix
+
+
+@pytest.mark.parametrize("name, expected", [
+    # rustc 1.95's panic: the message, on the line after the location, names the CUDA error
+    ("rust_panic.log", [("cuda_oom", 3)]),
+    # CMake 4.4's FATAL_ERROR: the message below "CMake Error at ..." is the failure line
+    ("cmake_error.log", [("unclassified_failure", 2)]),
+    # Python's warnings format: the program went on
+    ("python_warning.log", []),
+])
+def test_real_rust_cmake_and_python_output_is_read_as_its_program_writes_it(name, expected):
+    """Made by tools/triage-formats/make_fixtures.sh with the real programs."""
+    assert found((FIXTURES / "formats" / name).read_text()) == expected
