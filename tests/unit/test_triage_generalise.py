@@ -957,3 +957,40 @@ def test_the_real_torch_2_11_cc_warning_is_no_kernel_image_with_its_capability()
 def test_real_rust_cmake_and_python_output_is_read_as_its_program_writes_it(name, expected):
     """Made by tools/triage-formats/make_fixtures.sh with the real programs."""
     assert found((FIXTURES / "formats" / name).read_text()) == expected
+
+
+@pytest.mark.parametrize("log, expected", [
+    # TEI's candle backend built for another compute capability
+    ("2026-01-23T13:41:25.805694Z ERROR text_embeddings_backend: backends/src/lib.rs:491: Could not start Candle "
+     "backend: Could not start backend: Runtime compute cap 120 is not compatible with compile time compute cap 80\n"
+     "Error: Could not create backend\n", ("no_kernel_image", 1)),
+    # TensorRT-LLM's LLM API: a larger world than the node's GPUs
+    ("RuntimeError: Only 8 GPUs are available, but 16 are required.\n", ("not_enough_gpus", 1)),
+    # TensorRT-LLM's OOM explanation that names the KV cache as the part that did not fit
+    ("RuntimeError: Executor creation failed due to insufficient GPU memory.\n\n"
+     "The following component could not be created: KV cache\nTotal GPU memory (GiB): 276.50\n", ("kv_pool_oom", 3)),
+    # a bracketed level in lower case is a level
+    ("[info]Jobs in progress: 1\n[error]Please install vllm[audio] for audio support\n[info]Finished.\n",
+     ("feature_package_missing", 2)),
+])
+def test_tei_s_compute_cap_trtllm_s_gpu_count_and_kv_component_and_a_lowercase_level(log, expected):
+    assert found(log)[0] == expected
+
+
+def test_trtllm_s_oom_explanation_of_another_component_stays_cuda_oom():
+    log = ("RuntimeError: Executor creation failed due to insufficient GPU memory.\n\n"
+           "The following component could not be created: model\n")
+    assert found(log) == [("cuda_oom", 1)]
+
+
+@pytest.mark.parametrize("log, expected", [
+    # a server stopped with Ctrl-C: the traceback after uvicorn's clean end is the stop's
+    ("INFO:     Application startup complete.\n^CINFO:     Shutting down\nINFO:     Application shutdown complete.\n"
+     "INFO:     Finished server process [5029]\nTraceback (most recent call last):\n"
+     "asyncio.exceptions.CancelledError\n", []),
+    # a reload starts it again: a failure after that is one
+    ("INFO:     Finished server process [1]\nINFO:     Started server process [2]\nINFO:     Application startup "
+     "complete.\nTraceback (most recent call last):\nValueError: broken\n", [("unclassified_failure", 5)]),
+])
+def test_uvicorn_s_clean_end_is_a_stop_until_the_server_is_ready_again(log, expected):
+    assert found(log) == expected
