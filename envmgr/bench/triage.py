@@ -552,8 +552,8 @@ class Triage:
         """Take one log line; return the findings that became certain with it."""
         self._line_no += 1
         before = self._history[-1] if self._history else None
-        if self._prefilter.may_match(raw_line) or self._message_wanted() or (  # feed_block finds a wording across a wrap too
-                before is not None and may_continue(before)
+        if self._prefilter.may_match(raw_line) or self._message_wanted() or (
+                before is not None and may_continue(before)  # feed_block finds a wording across a wrap too
                 and any(self._prefilter.may_match(before + glue + raw_line) for glue in WRAP_GLUE)):
             self._examine(raw_line, lambda: reversed(self._history))
         self._history.append(raw_line)
