@@ -995,3 +995,30 @@ def test_trtllm_s_oom_explanation_of_another_component_stays_cuda_oom():
 ])
 def test_uvicorn_s_clean_end_is_a_stop_until_the_server_is_ready_again(log, expected):
     assert found(log) == expected
+
+
+@pytest.mark.parametrize("log, expected", [
+    # Python logging's "asctime - name - levelname - message" with a time zone (GPUStack)
+    ("2025-12-20 04:38:00.262558+08:00 - gpustack.worker.serve_manager - ERROR - Error provisioning model instance "
+     "Qwen3: Failed to get vLLM backend image\n", [("unclassified_failure", 1)]),
+    ("2025-12-20 04:38:00.176927+08:00 - gpustack.worker.backends.vllm - WARNING - Extended KV cache for vLLM is "
+     "only supported on NVIDIA and AMD GPUs. Skipping LMCache configuration.\n", []),
+    # libnvidia-container's CLI at any stage (configure.c's warnx("<stage> error: %s"))
+    ("nvidia-container-cli.real: device error: MIG-GPU-932bfb2c/1/0: unknown device\n", [("unclassified_failure", 1)]),
+    ("nvidia-container-cli: mig-config error: cannot select MIG devices\n", [("unclassified_failure", 1)]),
+])
+def test_python_logging_with_a_time_zone_and_the_container_cli_s_stage_errors(log, expected):
+    assert found(log) == expected
+
+
+def test_real_ptxas_diagnostics_are_error_lines_named_by_their_words():
+    """ptxas 13.0 (the nvidia-cuda-nvcc wheel) refusing a Hopper-only instruction for sm_120,
+    made by tools/triage-formats/make_fixtures.sh."""
+    assert found((FIXTURES / "formats" / "ptxas_error.log").read_text()) == [("nvcc_arch_unsupported", 1)]
+
+
+def test_a_name_that_contains_gpus_is_not_a_gpu_count():
+    log = ("2026-07-13 09:35:26.955017+08:00 - gpustack.cmd.prerun - ERROR - Port 10150 required for service "
+           "'gpustack' is not available.\n")
+    assert found(log) == [("unclassified_failure", 1)]
+    assert found("ValueError: num_gpus (8) exceeds the number of devices\n")[0][0] == "not_enough_gpus"

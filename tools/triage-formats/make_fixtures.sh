@@ -5,8 +5,10 @@
 #   the line after "panicked at <location>:");
 # - cmake_error.log: CMake's message(FATAL_ERROR) (the cmake wheel from PyPI): "CMake Error at
 #   CMakeLists.txt:N (message):" and the message indented below;
-# - python_warning.log: Python's warnings.formatwarning ("<file>:<line>: UserWarning: ...").
-# Each is the program's stderr, unedited. Needs rustc and pip (for cmake).
+# - python_warning.log: Python's warnings.formatwarning ("<file>:<line>: UserWarning: ...");
+# - ptxas_error.log: ptxas (the nvidia-cuda-nvcc 13.0 wheel from PyPI) refusing a Hopper-only
+#   instruction for sm_120: "ptxas <file>, line N; error   : ..." and "ptxas fatal   : ...".
+# Each is the program's stderr, unedited. Needs rustc and pip (for cmake and ptxas).
 set -euo pipefail
 OUT=$(realpath -m "${1:-tests/fixtures/triage/formats}")
 mkdir -p "$OUT"
@@ -39,3 +41,23 @@ PYTHONPATH=cmake-wheel cmake-wheel/bin/cmake --version | head -1 >> "$OUT/versio
 
 python3 -c "import warnings; warnings.warn(\"Failed to initialize NumPy: No module named 'numpy'\")" 2> "$OUT/python_warning.log"
 python3 --version >> "$OUT/versions.txt"
+
+python3 -m pip download -q --no-deps -d nvcc-wheel "nvidia-cuda-nvcc==13.0.*"
+python3 -m zipfile -e nvcc-wheel/*.whl nvcc
+PTXAS=$(find nvcc -name ptxas -type f | head -1)
+chmod +x "$PTXAS"
+cat > hopper_only.ptx <<'PTX'
+.version 8.8
+.target sm_120
+.address_size 64
+
+.visible .entry k(.param .u64 p)
+{
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [p];
+  tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd1;
+  ret;
+}
+PTX
+"$PTXAS" -arch=sm_120 hopper_only.ptx -o hopper_only.cubin 2> "$OUT/ptxas_error.log" || true
+"$PTXAS" --version | tail -1 >> "$OUT/versions.txt"
