@@ -57,7 +57,9 @@ class SpecProblem:
 
     def render(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        text = f"{where}: {self.field or '(document)'}: {self.message}"
+        # a key the user wrote may hold a newline or a control character: one problem, one line
+        field = self.field if self.field.isprintable() else repr(self.field)[1:-1]
+        text = f"{where}: {field or '(document)'}: {self.message}"
         if self.expected:
             text += f"; expected {self.expected}"
         if self.fix:

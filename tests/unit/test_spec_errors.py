@@ -601,3 +601,15 @@ def test_extends_through_a_symlink_loop_is_located(tmp_path: Path) -> None:
         load_spec(tmp_path / "main.yaml")
     (problem,) = info.value.problems
     assert problem.line == 2 and problem.field == "extends" and "cannot use 'a.yaml' as a path" in problem.message
+
+
+def test_a_key_with_a_newline_is_shown_escaped_one_problem_per_line(tmp_path: Path) -> None:
+    """hypothesis found it (test_spec_property): a YAML complex key "A\\n" printed its newline raw."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(BASE + "? 'A\n\n  '\n: Environment\n", encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    [problem] = caught.value.problems
+    assert problem.field == "A\n"  # the data keeps the key as written
+    rendered = problem.render()
+    assert "\n" not in rendered and rendered.startswith(f"{spec}:{len(BASE.splitlines()) + 1}: A\\n: unknown key")

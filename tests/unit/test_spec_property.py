@@ -179,7 +179,7 @@ def mutate(data: st.DataObject, spec: dict) -> None:
         target[data.draw(new_keys)] = data.draw(json_like)
 
 
-SIMPLE_KEY = re.compile(r"^[A-Za-z_-][\w.-]*$", re.ASCII)
+SIMPLE_KEY = re.compile(r"^[A-Za-z_-][\w.-]*\Z", re.ASCII)  # \Z: "$" lets a key end in a newline
 
 
 @pytest.mark.slow
