@@ -553,7 +553,7 @@ class Triage:
         """Take one log line; return the findings that became certain with it."""
         self._line_no += 1
         before = self._history[-1] if self._history else None
-        if self._prefilter.may_match(raw_line) or self._message_wanted() or (
+        if self._prefilter.may_match(raw_line) or self._message_wanted(self._line_no) or (
                 before is not None and may_continue(before)  # feed_block finds a wording across a wrap too
                 and any(self._prefilter.may_match(before + glue + raw_line) for glue in WRAP_GLUE)):
             self._examine(raw_line, lambda: reversed(self._history))
@@ -592,9 +592,8 @@ class Triage:
         self._line_no += block.count(b"\n", at)
         return _last_lines(before, block, self.window)
 
-    def _message_wanted(self, line_no: int | None = None) -> bool:
-        """Whether the fallback needs this line (default: the one being fed): a header's message."""
-        line_no = self._line_no if line_no is None else line_no
+    def _message_wanted(self, line_no: int) -> bool:
+        """Whether the fallback needs line ``line_no`` whatever it says: a header's message."""
         return self._first_failure is not None and self._first_failure.wants_line(line_no)
 
     def close(self) -> list[Finding]:
