@@ -85,3 +85,30 @@ def test_one_frame_with_another_reason_is_another_failure():
     assert same is not None and same.family == "disk_full"
     assert family_resembled(["", "RuntimeError: Failed to load the engine plan: tokenizer.json is malformed"],
                             corpus) is None
+
+
+def test_a_bare_exception_type_is_named_by_no_report():
+    """`AssertionError` alone (an `assert` with no message) says nothing another report could
+    share: two such lines are alike in their type only (round 1: a bitsandbytes weight-shape assert
+    was named flashinfer_arch_unsupported by a FlashInfer MXFP4 assert)."""
+    corpus = Corpus([("flashinfer_arch_unsupported", "https://github.com/example/d/issues/4", ["^^^^^^^^^^", "AssertionError"])])
+    assert family_resembled(["^^^^^^^^^^", "AssertionError"], corpus) is None
+    assert family_resembled(["^^^^^^^^^^", "  AssertionError  "], corpus) is None
+    with_message = Corpus([("cuda_oom", "https://github.com/example/e/issues/5",
+                            ["", "AssertionError: not enough memory for the KV cache"])])
+    found = family_resembled(["", "AssertionError: not enough memory for the KV cache"], with_message)
+    assert found is not None and found.family == "cuda_oom"
+
+
+def test_where_a_message_was_raised_is_not_its_reason():
+    """A C++ check's `(file.h:46)` names the place, and two failures of one codebase share its
+    directories: the reasons are compared without it (round 16: a TensorRT-LLM sampling-config
+    assert was named cuda_illegal_address by an illegal access raised in the same tree)."""
+    assert resemblance.reason("[TensorRT-LLM][ERROR] Assertion failed: hasValues == configValue.has_value() "
+                              "(/app/tensorrt_llm/cpp/include/tensorrt_llm/runtime/samplingConfig.h:46)") \
+        == "hasValues == configValue.has_value()"
+    corpus = Corpus([("cuda_illegal_address", "https://github.com/example/f/issues/6",
+                      ["", "[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaEventSynchronize(get()): an illegal "
+                           "memory access was encountered (/app/tensorrt_llm/cpp/include/tensorrt_llm/runtime/cudaEvent.h:66)"])])
+    assert family_resembled(["", "[TensorRT-LLM][ERROR] Assertion failed: hasValues == configValue.has_value() "
+                                 "(/app/tensorrt_llm/cpp/include/tensorrt_llm/runtime/samplingConfig.h:46)"], corpus) is None
