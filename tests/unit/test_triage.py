@@ -100,6 +100,7 @@ def test_malformed_signature_data_is_a_knowledge_base_error(bad, words):
     ("model_path_missing_h200_sglang_0.5.11.log", "model_path_missing", "Repo id must be in the form"),
     ("server_args_rejected_h200_sglang_0.5.11.log", "server_args_rejected", "sglang serve: error: argument"),
     ("server_subprocess_died_h200_sglang_0.5.11_sigkill.log", "server_subprocess_died", "crashed with exit code -9"),
+    ("custom_allreduce_off_sglang_12496.log", "custom_allreduce_off", "Setup Custom allreduce failed"),
     # a warning, not a failure: the server turned CUDA graphs off and served (docs/evidence/h200-feature-off)
     ("cuda_graph_off_h200_sglang_0.5.11.log", "cuda_graph_off", "Cuda graph is disabled"),
     ("symm_mem_keyerror_12_scenario.log", "symm_mem_unsupported_arch", "KeyError: 12"),
