@@ -1029,3 +1029,15 @@ def test_a_name_that_contains_gpus_is_not_a_gpu_count():
     assert [line for _, line in findings] == [1]
     assert "not_enough_gpus" not in [name for name, _ in findings]
     assert found("ValueError: num_gpus (8) exceeds the number of devices\n")[0][0] == "not_enough_gpus"
+
+
+@pytest.mark.parametrize("log, expected", [
+    # a program that installs the missing package itself (SkyPilot's Ray cluster set-up) goes on
+    ("(head, rank=0, pid=3726) Ray is not installed. Installing...\n"
+     "(head, rank=0, pid=3726) Ray 2.51.1 installed successfully.\n", []),
+    # one that asks the user to install it stops
+    ("ImportError: FlashInfer backend is not available. Please install the package.\n",
+     [("feature_package_missing", 1)]),
+])
+def test_not_installed_is_a_missing_package_only_when_the_user_is_asked_to_install_it(log, expected):
+    assert found(log) == expected
