@@ -1041,3 +1041,15 @@ def test_a_name_that_contains_gpus_is_not_a_gpu_count():
 ])
 def test_not_installed_is_a_missing_package_only_when_the_user_is_asked_to_install_it(log, expected):
     assert found(log) == expected
+
+
+@pytest.mark.parametrize("line", [
+    # Xinference's worker: the model asks for more GPUs than are left unallocated
+    "2024-04-01 14:19:20,431 xinference.api.restful_api 1 ERROR    [address=0.0.0.0:30367, pid=66] No available slot "
+    "found for the model",
+    "RuntimeError: No CUDA GPUs are available",
+])
+def test_gpus_taken_or_absent_are_not_enough_gpus_and_the_message_names_no_other_error(line):
+    [finding] = triage_text(line + "\n")
+    assert finding.id == "not_enough_gpus"
+    assert "invalid device ordinal" not in finding.message and "can see" in finding.message
