@@ -1048,6 +1048,9 @@ def test_not_installed_is_a_missing_package_only_when_the_user_is_asked_to_insta
     "2024-04-01 14:19:20,431 xinference.api.restful_api 1 ERROR    [address=0.0.0.0:30367, pid=66] No available slot "
     "found for the model",
     "RuntimeError: No CUDA GPUs are available",
+    # CTranslate2's CUDA_CHECK, which faster-whisper servers relay
+    "2025-05-06T13:54:16+00:00 - vox_box.cmd.start - CRITICAL - Faild to load model, CUDA failed with error invalid "
+    "device ordinal",
 ])
 def test_gpus_taken_or_absent_are_not_enough_gpus_and_the_message_names_no_other_error(line):
     [finding] = triage_text(line + "\n")
