@@ -1056,3 +1056,18 @@ def test_gpus_taken_or_absent_are_not_enough_gpus_and_the_message_names_no_other
     [finding] = triage_text(line + "\n")
     assert finding.id == "not_enough_gpus"
     assert "invalid device ordinal" not in finding.message and "can see" in finding.message
+
+
+@pytest.mark.parametrize("log, said", [
+    # the start script's NVL5+ pre-check, in syslog (an HGX B200 without ib_umad)
+    ('Jul 20 16:15:36 edge-node:  Kernel module "ib_umad" has not been loaded, fabric manager cannot be started\n',
+     'Kernel module "ib_umad" has not been loaded, fabric manager cannot be started'),
+    # the global fabric manager timing out on the GPUs' local instances
+    ("[ERROR] not all local fabric manager instances finished their configuration\n"
+     "[ERROR] failed to configure all the available GPUs or NVSwitches\n",
+     "not all local fabric manager instances finished their configuration"),
+])
+def test_the_fabric_manager_s_own_failure_is_fabric_manager_not_running_in_its_words(log, said):
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("fabric_manager_not_running", 1)
+    assert f"({said})" in finding.message and "ib_umad" in finding.fix
