@@ -1141,3 +1141,51 @@ def test_vllm_taking_another_attention_backend_is_no_failure_but_none_to_take_is
     cannot = "INFO 06-16 21:05:06 selector.py:141] Cannot use FlashAttention-2 backend for FP8 KV cache.\n"
     assert triage_text(cannot + "INFO 06-16 21:05:06 selector.py:51] Using XFormers backend.\n") == []
     assert [f.id for f in triage_text(cannot)] == ["attention_backend_unsupported"]
+
+
+# Readings from round 19's misses (tuned on it, each from the program's own source)
+
+def test_the_kubelet_evicting_a_pod_for_ephemeral_storage_is_disk_full_and_for_memory_is_not():
+    event = ("  Warning  Evicted  12m  kubelet  The node was low on resource: ephemeral-storage. "
+             "Threshold quantity: 638834513199, available: 434266920Ki.\n")
+    assert [f.id for f in triage_text(event)] == ["disk_full"]
+    memory = "  Warning  Evicted  12m  kubelet  The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi.\n"
+    assert "disk_full" not in [f.id for f in triage_text(memory)]
+
+
+def test_an_exception_from_torch_s_exc_modules_is_an_exception_line_named_by_its_words():
+    log = ('    raise TritonMissing(inspect.currentframe())\n'
+           "torch._inductor.exc.TritonMissing: Cannot find a working triton installation. Either the package is not "
+           "installed or it is too old. More information on installing Triton can be found at: https://github.com/triton-lang/triton\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("feature_package_missing", 2)
+    # a words-named finding gets a whole sentence, not a template cut at its first placeholder
+    assert finding.message.startswith("The program needs a Python package that is not installed")
+
+
+def test_ggml_failing_to_open_the_gguf_file_is_a_missing_model_path_not_a_memory_setting():
+    log = ("srv    load_model: loading model '/models/gemma-3-12b-it-qat-q4_0.gguf'\n"
+           "gguf_init_from_file: failed to open GGUF file '/models/gemma-3-12b-it-qat-q4_0.gguf'\n"
+           "llama_model_load: error loading model: llama_model_loader: failed to load model\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("model_path_missing", 2)
+    assert "/models/gemma-3-12b-it-qat-q4_0.gguf" in finding.message and "SGLang" not in finding.message
+
+
+@pytest.mark.parametrize("prefix", ["", "wide-ep-llm-d-prefill-0 vllm ", "[s6]: "])
+def test_nvshmem_s_non_zero_status_is_an_error_line_behind_any_prefix(prefix):
+    line = prefix + "/tmp/nvshmem_src/src/host/init/init.cu:1034: non-zero status: 28 nvshmem detect topo failed\n"
+    [finding] = triage_text("starting\n" + line)
+    assert (finding.id, finding.line) == ("unclassified_failure", 2)
+
+
+@pytest.mark.parametrize("line", [
+    "WARNING 06-04 08:55:18 [importing.py:28] Triton is not installed. Using dummy decorators. Install it via "
+    "`pip install triton` to enable kernel compilation.",
+    "ERROR: pip's legacy dependency resolver does not consider dependency conflicts when selecting packages. "
+    "This behaviour is the source of the following dependency conflicts.",
+    "ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. "
+    "This behaviour is the source of the following dependency conflicts.",
+])
+def test_a_fallback_vllm_takes_and_pip_s_conflict_report_are_no_failures(line):
+    assert triage_text(line + "\nSuccessfully installed lmdeploy-0.7.0\n") == []
