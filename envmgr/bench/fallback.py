@@ -71,6 +71,10 @@ class FallbackRules(BaseModel):
     stop: list[re.Pattern[str]] = Field(min_length=1)
     # a line that says the exception after it was caught and is harmless ("Exception ignored in")
     ignored_exception: list[re.Pattern[str]] = []
+    # an exception that wraps another one raised elsewhere, with a group `inner` naming its type
+    # (Ray's "RayTaskError(ModuleNotFoundError): ray::Actor.fit() ..."): the wrapped exception's
+    # own line, printed after it, says what failed
+    wrapper: list[re.Pattern[str]] = []
     message: str
     fix: dict[Kind, str]
     # A failure line no wording matched may still name its family in its own words: family ->
@@ -90,7 +94,7 @@ class FallbackRules(BaseModel):
                               "and read the lines before it for the call that got it")
 
     @field_validator("exception", "error", "statement", "handled", "message_follows", "exit", "ready", "stop",
-                     "ignored_exception", mode="before")
+                     "ignored_exception", "wrapper", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
         return _compile_all(raw)
@@ -226,10 +230,22 @@ class FirstFailure:
         if kind == "exception" and self._skip_exception:
             self._skip_exception = False
             return
+        kept = self._first.get("exception")
+        if kind == "exception" and kept is not None and self._wraps(kept.text, text):
+            self._first["exception"] = FailureLine(kind, line, text, rank_of(), before_of())
+            return
         if kind is not None and kind not in self._first:
             self._first[kind] = FailureLine(kind, line, text, rank_of(), before_of())
             if kind == "error" and any(p.search(text) for p in self.rules.message_follows):
                 self._header = line
+
+    def _wraps(self, wrapper: str, text: str) -> bool:
+        """Whether ``text`` is the line of the exception that the kept ``wrapper`` line wraps."""
+        for pattern in self.rules.wrapper:
+            match = pattern.search(wrapper)
+            if match and re.match(rf"(?:[A-Za-z_]\w*\.)*{re.escape(match.group('inner'))}(?::|$)", text):
+                return True
+        return False
 
     def wants_line(self, line: int) -> bool:
         """Whether line ``line`` must be seen whatever it says: the message of a header before it."""

@@ -1190,3 +1190,18 @@ def test_nvshmem_s_non_zero_status_is_an_error_line_behind_any_prefix(prefix):
 ])
 def test_a_fallback_vllm_takes_and_pip_s_conflict_report_are_no_failures(line):
     assert triage_text(line + "\nSuccessfully installed lmdeploy-0.7.0\n") == []
+
+
+# A reading from round 20's misses (tuned on it)
+
+def test_ray_s_wrapper_gives_way_to_the_line_of_the_exception_it_wraps_and_to_no_other():
+    wrapped = ("ray.exceptions.RayTaskError(ModuleNotFoundError): ray::ActorModelRayActor.fit() (pid=59379, ip=0.0.0.0)\n"
+               '  File "/tmp/ray/openrlhf/trainer/ppo_trainer.py", line 8, in <module>\n'
+               "    import foo_backend\n"
+               "ModuleNotFoundError: No module named 'foo_backend'\n")
+    [finding] = triage_text(wrapped)
+    assert finding.line == 4
+    other = ("ray.exceptions.RayTaskError(ValueError): ray::Worker.run() (pid=1)\n"
+             '  File "x.py", line 3, in run\n'
+             "KeyError: 3\n")
+    assert [(f.id, f.line) for f in triage_text(other)] == [("unclassified_failure", 1)]
