@@ -74,7 +74,7 @@ class FallbackRules(BaseModel):
     # an exception that wraps another one raised elsewhere, with a group `inner` naming its type
     # (Ray's "RayTaskError(ModuleNotFoundError): ray::Actor.fit() ..."): the wrapped exception's
     # own line, printed after it, says what failed
-    wrapper: list[re.Pattern[str]] = []
+    exception_wrapper: list[re.Pattern[str]] = []
     message: str
     fix: dict[Kind, str]
     # A failure line no wording matched may still name its family in its own words: family ->
@@ -94,7 +94,7 @@ class FallbackRules(BaseModel):
                               "and read the lines before it for the call that got it")
 
     @field_validator("exception", "error", "statement", "handled", "message_follows", "exit", "ready", "stop",
-                     "ignored_exception", "wrapper", mode="before")
+                     "ignored_exception", "exception_wrapper", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
         return _compile_all(raw)
@@ -241,7 +241,7 @@ class FirstFailure:
 
     def _wraps(self, wrapper: str, text: str) -> bool:
         """Whether ``text`` is the line of the exception that the kept ``wrapper`` line wraps."""
-        for pattern in self.rules.wrapper:
+        for pattern in self.rules.exception_wrapper:
             match = pattern.search(wrapper)
             if match and re.match(rf"(?:[A-Za-z_]\w*\.)*{re.escape(match.group('inner'))}(?::|$)", text):
                 return True
