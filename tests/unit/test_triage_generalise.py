@@ -364,7 +364,7 @@ FROZEN = {"round1.yaml": (60, 69, 8), "round2.yaml": (54, 61, 8), "round3.yaml":
           "round14.yaml": (34, 37, 19), "round15.yaml": (36, 41, 21),
           "round16.yaml": (23, 25, 15), "round17.yaml": (32, 37, 13),
           "round18.yaml": (28, 29, 13), "round19.yaml": (26, 28, 11),
-          "round20.yaml": (18, 21, 14)}
+          "round20.yaml": (18, 21, 14), "round21.yaml": (36, 38, 16)}
 
 
 @pytest.mark.parametrize("split", sorted(FROZEN))
@@ -1205,3 +1205,4 @@ def test_ray_s_wrapper_gives_way_to_the_line_of_the_exception_it_wraps_and_to_no
              '  File "x.py", line 3, in run\n'
              "KeyError: 3\n")
     assert [(f.id, f.line) for f in triage_text(other)] == [("unclassified_failure", 1)]
+
