@@ -1206,3 +1206,44 @@ def test_ray_s_wrapper_gives_way_to_the_line_of_the_exception_it_wraps_and_to_no
              "KeyError: 3\n")
     assert [(f.id, f.line) for f in triage_text(other)] == [("unclassified_failure", 1)]
 
+
+# Readings from round 21's misses (tuned on it, each from the program's own source)
+
+@pytest.mark.parametrize("log", [
+    "Error occurred when executing XlabsSampler:\n\nAllocation on device \n",  # ComfyUI's older error view
+    "2024-09-15 22:50:34,519 - root - ERROR - !!! Exception during processing !!! Allocation on device \n",
+])
+def test_torch_s_out_of_memory_message_alone_as_comfyui_shows_it_is_cuda_oom(log):
+    assert [f.id for f in triage_text(log)] == ["cuda_oom"]
+
+
+def test_an_allocation_on_device_mentioned_in_a_sentence_is_not_an_oom():
+    assert triage_text("INFO note: Allocation on device 0 is lazy until first use\n") == []
+
+
+def test_torch_save_failing_to_write_its_zip_is_disk_full():
+    line = ("RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file "
+            "data/228: file write failed\n")
+    [finding] = triage_text(line)
+    assert finding.id == "disk_full" and "df -h" in finding.fix
+
+
+@pytest.mark.parametrize("line, shard", [
+    ("ValueError: The output_size of gate's and up's weight = 64 is not divisible by weight quantization block_n = 128.", 64),
+    ("ValueError: Weight output_partition_size = 576 is not divisible by weight quantization block_n = 128.", 576),
+    ("ValueError: Weight input_size_per_partition = 192 is not divisible by weight quantization block_k = 128.", 192),
+])
+def test_a_block_quantized_weight_whose_tp_share_is_not_whole_blocks_is_a_tp_divisibility_failure(line, shard):
+    [finding] = triage_text(line + "\n")
+    assert finding.id == "heads_not_divisible_by_tp"
+    assert f"{shard}, one tensor-parallel rank's share" in finding.message and "block 128" in finding.message
+    assert "multiple of 128" in finding.fix and "expert parallelism" in finding.fix
+
+
+def test_pyannote_s_could_not_download_a_pipeline_is_a_gated_repo():
+    log = ("Could not download 'pyannote/speaker-diarization-3.1' pipeline.\n"
+           "It might be because the pipeline is private or gated so make\n"
+           "sure to authenticate. Visit https://hf.co/settings/tokens to\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("hf_gated_repo", 1)
+    assert "HF_TOKEN" in finding.fix
