@@ -359,6 +359,9 @@ PREFIXES = (
     # glog (torch's C++ side): "W0527 09:20:36.761000 140735466850080 torch/distributed/api.py:857] "
     re.compile(r"^(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "),
     re.compile(r"^\[rank\d+\]:\s?"),  # torch elastic: "[rank0]: "
+    # a bracketed number a launcher or supervisor puts first (a pid, a rank, a device): PyInstaller's
+    # "[45748] ", a process supervisor's "[37723] " before llama-server's log, Monarch's "[0] [0] "
+    re.compile(r"^\[\d+\]\s+(?=\S)"),
     # torch's C++ log (c10): "[E ProcessGroupNCCL.cpp:475] ", "[W1203 12:00:00.123456 99 Module.cpp:12] "
     re.compile(r"^\[(?P<glog>[IWEF])(?:\d{4} \d\d:\d\d:\d\d\.\d+ \d+)? ?[\w./-]+:\d+\]\s*"),
     # TensorRT-LLM's Python logger: "[11/02/2025-22:00:50] [TRT-LLM] [E] " (not TensorRT's own "[TRT] [E]":

@@ -1207,6 +1207,26 @@ def test_ray_s_wrapper_gives_way_to_the_line_of_the_exception_it_wraps_and_to_no
     assert [(f.id, f.line) for f in triage_text(other)] == [("unclassified_failure", 1)]
 
 
+
+@pytest.mark.parametrize("raw, text, level", [
+    ("[37723] 52.17.424.837 E init_batch: failed to prepare attention ubatches",
+     "init_batch: failed to prepare attention ubatches", "ERROR"),  # a supervisor's pid before llama-server's log
+    ("[0] [0] RuntimeError: Data processing error: CAS service error", "RuntimeError: Data processing error: CAS service error", None),
+    ("[45748] Failed to execute script '__main__' due to unhandled exception!",
+     "Failed to execute script '__main__' due to unhandled exception!", None),
+    ("[0]", "[0]", None),  # a number alone is the line's content
+])
+def test_a_bracketed_number_a_launcher_puts_first_is_framing(raw, text, level):
+    cleaned = clean_line(raw)
+    assert (cleaned.text, cleaned.level) == (text, level)
+
+
+def test_llama_server_s_error_behind_a_supervisor_s_pid_is_flagged_where_it_failed():
+    log = ("[37723] 52.17.419.302 W decode: failed to find a memory slot for batch of size 512\n"
+           "[37723] 52.17.424.837 E init_batch: failed to prepare attention ubatches\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("unclassified_failure", 2)
+
 # Readings from round 21's misses (tuned on it, each from the program's own source)
 
 @pytest.mark.parametrize("log", [
