@@ -251,6 +251,10 @@ class FirstFailure:
         """Whether line ``line`` must be seen whatever it says: the message of a header before it."""
         return self._header is not None and line == self._header + 1
 
+    def forget_line(self, line: int) -> None:
+        """Line ``line`` was no failure (the first half of a benign line wrapped in two)."""
+        self._first = {k: f for k, f in self._first.items() if f.line != line}
+
     def forget_after(self, line: int) -> None:
         """The program recovered from what it printed after ``line``."""
         self._first = {k: f for k, f in self._first.items() if f.line <= line}

@@ -197,14 +197,17 @@ class RecoveryRule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     within: int = Field(ge=1)
     patterns: list[re.Pattern[str]] = Field(min_length=1)
+    # a line that only offers the user a way to fall back ("You can suppress this exception and
+    # fall back to eager by setting:"): the program did not
+    offers: list[re.Pattern[str]] = []
 
-    @field_validator("patterns", mode="before")
+    @field_validator("patterns", "offers", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
         return [_compile_regex(p) for p in raw or []]
 
     def says_recovered(self, text: str) -> bool:
-        return any(p.search(text) for p in self.patterns)
+        return any(p.search(text) for p in self.patterns) and not any(p.search(text) for p in self.offers)
 
 
 class SignatureSet(BaseModel):
@@ -236,6 +239,7 @@ class SignatureSet(BaseModel):
         ``near`` ones that look after a match (those looking before read the history back)."""
         fallback = self.unclassified.patterns() if self.unclassified else []
         fallback += self.recovered.patterns if self.recovered else []
+        fallback += self.ignore_lines  # a benign line wrapped in two: its second half is read too
         return [p for s in self.signatures
                 for p in (*s.regexes, *(c.regex for c in s.context),
                           *((s.near.regex,) if s.near and s.near.after else ()))] + fallback
@@ -359,6 +363,9 @@ PREFIXES = (
     # glog (torch's C++ side): "W0527 09:20:36.761000 140735466850080 torch/distributed/api.py:857] "
     re.compile(r"^(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w./-]+:\d+\] "),
     re.compile(r"^\[rank\d+\]:\s?"),  # torch elastic: "[rank0]: "
+    # pytest's report marks the exception's lines with "E" and the indent ("E       ValueError: ...";
+    # _pytest/_code/code.py: fail_marker + indentstr[1:])
+    re.compile(r"^E {3,}(?=\S)"),
     # a bracketed number a launcher or supervisor puts first (a pid, a rank, a device): PyInstaller's
     # "[45748] ", a process supervisor's "[37723] " before llama-server's log, Monarch's "[0] [0] "
     re.compile(r"^\[\d+\]\s+(?=\S)"),
@@ -663,7 +670,7 @@ class Triage:
     def _examine(self, raw_line: str, recent: Callable[[], Iterator[str]]) -> None:
         """Match one candidate line; ``recent()`` yields the raw lines before it, latest first."""
         line = clean_line(raw_line)
-        if self._ignored(line):
+        if self._ignored(line) or self._ends_an_ignored_line(line, recent):
             return
         self._collect_context(line.text)
         if self._awaiting:
@@ -704,6 +711,24 @@ class Triage:
 
     def _ignored(self, line: CleanLine) -> bool:
         return any(ignore.search(line.text) for ignore in self._set.ignore_lines)
+
+    def _ends_an_ignored_line(self, line: CleanLine, recent: Callable[[], Iterator[str]]) -> bool:
+        """Whether this line is the rest of a benign line wrapped in two: then neither half is a
+        failure, and what the line before was taken for is forgotten."""
+        for seen, (first_ends, second_begins) in self._joined(line, recent):
+            for ignore in self._set.ignore_lines:
+                match = ignore.search(seen.text)
+                if match and match.start() < first_ends and match.end() > second_begins:
+                    self._forget_line(self._line_no - 1)
+                    return True
+        return False
+
+    def _forget_line(self, line_no: int) -> None:
+        """What line ``line_no`` was taken for (not yet reported) was a misreading."""
+        self._hits = {i: h for i, h in self._hits.items() if h.reported or h.line != line_no}
+        self._awaiting = [w for w in self._awaiting if w[3] != line_no]
+        if self._first_failure is not None:
+            self._first_failure.forget_line(line_no)
 
     def _joined(self, line: CleanLine, recent: Callable[[], Iterator[str]]) -> list[tuple[CleanLine, tuple[int, int]]]:
         """The line before and this one as one line, each way they may have been wrapped

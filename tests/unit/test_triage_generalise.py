@@ -1268,3 +1268,82 @@ def test_pyannote_s_could_not_download_a_pipeline_is_a_gated_repo():
     [finding] = triage_text(log)
     assert (finding.id, finding.line) == ("hf_gated_repo", 1)
     assert "HF_TOKEN" in finding.fix
+
+
+# Readings from round 22's misses (tuned on it, each from the program's own source)
+
+def test_torch_compile_offering_a_fallback_is_no_recovery_from_its_error():
+    log = ("backend='inductor' raised:\n"
+           "RuntimeError: Cannot find a working triton installation. Either the package is not installed or it is too old. "
+           "More information on installing Triton can be found at https://github.com/openai/triton\n"
+           "\n"
+           "You can suppress this exception and fall back to eager by setting:\n"
+           "import torch._dynamo\n"
+           "torch._dynamo.config.suppress_errors = True\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("feature_package_missing", 2)
+    # a program that says it fell back still recovers
+    assert triage_text("RuntimeError: flash kernel failed\nFalling back to the eager path\n") == []
+
+
+def test_pytest_s_failure_marker_is_framing_and_the_exception_behind_it_is_flagged():
+    assert clean_line("E       pydantic_core._pydantic_core.ValidationError: 1 validation error for LoRAConfig").text == \
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for LoRAConfig"
+    log = (">       lora_config = LoRAConfig(\n"
+           "            max_lora_rank=self._max_lora_rank,\n"
+           "        )\n"
+           "E       pydantic_core._pydantic_core.ValidationError: 1 validation error for LoRAConfig\n"
+           "E       max_lora_rank\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("unclassified_failure", 4)
+
+
+def test_an_openai_style_error_body_pretty_printed_is_an_error_line():
+    log = ("{\n"
+           '  "object": "error",\n'
+           '  "message": "Currently only support JSON and EBNF grammar mode for xgrammar",\n'
+           '  "type": "BadRequestError",\n'
+           '  "code": 400\n'
+           "}\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("unclassified_failure", 2)
+
+
+def test_sglang_s_hit_an_exception_logged_with_no_level_is_an_error_line():
+    log = ("[2026-09-15 13:53:07 TP0] Prefill batch. #new-seq: 1\n"
+           "[2026-09-15 13:53:07 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+           '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 4947, in run_scheduler_process\n')
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line, finding.rank) == ("unclassified_failure", 2, "TP0")
+
+
+@pytest.mark.parametrize("log", [
+    # as the pytorch/ci-infra thread pasted it, wrapped after the size
+    "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152:\n"
+    "CUDA error 401 'the operation cannot be performed in the present state'.\n"
+    "This is usually caused by a system or configuration error in the Fabric Manager or NVSwitches.\n",
+    "transport/nvls.cc:287 NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : "
+    "CUDA error 401 'the operation cannot be performed in the present state'.\n",
+])
+def test_nccl_s_nvls_bind_failing_in_the_illegal_state_is_the_fabric_manager(log):
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("fabric_manager_not_running", 1)
+    assert "NCCL_NVLS_ENABLE=0" in finding.fix and "NVLink SHARP" in finding.message
+
+
+def test_nccl_s_nvls_bind_out_of_memory_is_not_the_fabric_manager():
+    log = ("Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 2 'out of memory'.\n"
+           "This is usually caused by a system or configuration error in the Fabric Manager or NVSwitches.\n")
+    assert "fabric_manager_not_running" not in [f.id for f in triage_text(log)]
+
+
+def test_a_benign_line_wrapped_in_two_is_benign_in_the_batch_and_the_live_feed():
+    log = ("2025-01-06 12:46:04.065693: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:477] Unable to "
+           "register cuFFT factory: Attempting to register factory for plugin cuFFT w\n"
+           "hen one has already been registered\n"
+           "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n")
+    assert triage_text(log) == []
+    assert triage_lines(log.split("\n")) == []
+    # the first half alone is still an error line
+    [finding] = triage_text(log.split("\n")[0] + "\n")
+    assert (finding.id, finding.line) == ("unclassified_failure", 1)
