@@ -1341,3 +1341,28 @@ def test_a_benign_line_wrapped_in_two_is_benign_in_the_batch_and_the_live_feed()
     # the first half alone is still an error line
     [finding] = triage_text(log.split("\n")[0] + "\n")
     assert (finding.id, finding.line) == ("unclassified_failure", 1)
+
+
+# Readings from round 23's misses (tuned on it, each from the program's own source)
+
+def test_argparse_rejecting_a_subcommand_s_flag_is_server_args_rejected_whatever_the_prog():
+    line = ("vllm bench <bench_type> [options] serve: error: argument --dataset-name: invalid choice: 'sharegpt' "
+            "(choose from random).\n")
+    [finding] = triage_text("usage: vllm bench serve [options]\n" + line)
+    assert (finding.id, finding.line) == ("server_args_rejected", 2)
+
+
+@pytest.mark.parametrize("log, line", [
+    # Windows' loader (ERROR_MOD_NOT_FOUND) under LM Studio's engine loader
+    ("Failed to load LLM engine from path:\nC:\\Users\\u\\.lmstudio\\extensions\\backends\\llm_engine_cuda12.node\n"
+     "The specified module could not be found.\n", 3),
+    # torch's TORCH_INTERNAL_ASSERT, its message shown without the exception's class
+    ('!handles_.at(i) INTERNAL ASSERT FAILED at "/pytorch/c10/cuda/CUDACachingAllocator.cpp":430, please report a bug to PyTorch.\n'
+     "Traceback (most recent call last):\n", 1),
+    # llama-quantize's own statement
+    ("main: quantizing './models/m-f32.gguf' to './model/m-Q4_K_M.gguf' as Q4_K_M\n"
+     "llama_model_quantize: failed to quantize: basic_ios::clear: iostream error\n", 2),
+])
+def test_a_loader_s_an_assert_s_or_a_tool_s_own_failure_line_is_flagged(log, line):
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("unclassified_failure", line)
