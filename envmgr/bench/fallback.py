@@ -4,9 +4,10 @@ Triage must never say "no known failure" of a log that ends in a traceback. What
 failure line is data (``signatures.yaml``, ``unclassified:``); this module only keeps, per
 kind, the first such line since the server was last ready:
 
-- ``exception``: a Python exception line (``RuntimeError: ...``, ``torch.OutOfMemoryError``);
-  Python prints a chained traceback's original exception first, so the first one is the
-  innermost cause;
+- ``exception``: a Python exception line (``RuntimeError: ...``, ``torch.OutOfMemoryError``),
+  or whatever line of that form ends a traceback's frames, however its class is called
+  (``StopIteration``, ``queue.Empty``); Python prints a chained traceback's original exception
+  first, so the first one is the innermost cause;
 - ``error``: a line at level ERROR/CRITICAL/FATAL (from its logging prefix) or one a program
   prints as fatal (``error: ...``, ``Segmentation fault``, a Rust panic); where such a line is
   only a header whose message is the next line (``message_follows``: a Rust panic's location,
@@ -52,6 +53,21 @@ def _compile_all(raw: Any) -> list[re.Pattern[str]]:
     return out
 
 
+class TracebackRules(BaseModel):
+    """How a Python traceback ends: the exception's own line comes at most ``within`` lines
+    after its last frame line (the frame's source line and carets between them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    frame: re.Pattern[str]
+    within: int = Field(ge=1)
+    exception: re.Pattern[str]
+
+    @field_validator("frame", "exception", mode="before")
+    @classmethod
+    def _compile(cls, raw: Any) -> re.Pattern[str]:
+        return _compile_all([raw])[0]
+
+
 class FallbackRules(BaseModel):
     """The ``unclassified:`` section of signatures.yaml."""
 
@@ -75,6 +91,7 @@ class FallbackRules(BaseModel):
     # (Ray's "RayTaskError(ModuleNotFoundError): ray::Actor.fit() ..."): the wrapped exception's
     # own line, printed after it, says what failed
     exception_wrapper: list[re.Pattern[str]] = []
+    traceback: TracebackRules | None = None  # the line that ends a traceback's frames is its exception
     message: str
     fix: dict[Kind, str]
     # A failure line no wording matched may still name its family in its own words: family ->
@@ -150,8 +167,9 @@ class FallbackRules(BaseModel):
         """Every pattern a line is matched against (for the literal prefilter)."""
         levels = re.compile("|".join(re.escape(level) for level in self.levels))
         errors = library_errors.patterns() if self.library_errors is not None else []
+        frames = [self.traceback.frame] if self.traceback else []
         return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready,
-                *self.stop, *self.ignored_exception, *errors]
+                *self.stop, *self.ignored_exception, *errors, *frames]
 
     def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
         """The kind of failure this line states, if any. ``serving``: the server was ready, so
@@ -204,6 +222,18 @@ class FirstFailure:
         self._serving = False  # a ready line was seen (and nothing has failed since)
         self._skip_exception = False  # the next exception was caught ("Exception ignored in")
         self._header: int | None = None  # the error line kept last says its message is the next line
+        self._frame: int | None = None  # the last traceback frame line seen
+
+    def track(self, line: int, text: str) -> None:
+        """Any line examined, whether a signature matched it or not: where a traceback's frames are."""
+        if self.rules.traceback and self.rules.traceback.frame.search(text):
+            self._frame = line
+
+    def _ends_frames(self, line: int, text: str) -> bool:
+        """Whether this line, just after a traceback's frames, is the exception's own line."""
+        rules = self.rules.traceback
+        return (rules is not None and self._frame is not None and 0 < line - self._frame <= rules.within
+                and bool(rules.exception.search(text)))
 
     def see(self, line: int, text: str, level: str | None, rank_of: Callable[[], str | None],
             before_of: Callable[[], str] = lambda: "") -> None:
@@ -227,6 +257,8 @@ class FirstFailure:
             self._skip_exception = True
             return
         kind = self.rules.kind_of(text, level, self._serving)
+        if kind is None and self._ends_frames(line, text):
+            kind = "exception"
         if kind == "exception" and self._skip_exception:
             self._skip_exception = False
             return
@@ -248,8 +280,12 @@ class FirstFailure:
         return False
 
     def wants_line(self, line: int) -> bool:
-        """Whether line ``line`` must be seen whatever it says: the message of a header before it."""
-        return self._header is not None and line == self._header + 1
+        """Whether line ``line`` must be seen whatever it says: the message of a header before it,
+        or a line just after a traceback frame (the next frame, or the exception's line)."""
+        if self._header is not None and line == self._header + 1:
+            return True
+        rules = self.rules.traceback
+        return rules is not None and self._frame is not None and 0 < line - self._frame <= rules.within
 
     def forget_line(self, line: int) -> None:
         """Line ``line`` was no failure (the first half of a benign line wrapped in two)."""
