@@ -1394,15 +1394,14 @@ StopIteration
 
 def test_the_line_that_ends_a_traceback_s_frames_is_its_exception_whatever_its_class_is_called():
     for findings in (triage_text(BARE_CHAINED), triage_lines(BARE_CHAINED.split("\n"))):
-        [finding] = findings
-        assert (finding.id, finding.line, finding.text) == ("unclassified_failure", 6, "StopIteration")
-        assert finding.values["kind"] == "exception"
+        [finding] = findings  # unclassified, or named by the public report it resembles (round 24's, once in the corpus)
+        assert (finding.line, finding.text, finding.values["kind"]) == (6, "StopIteration", "exception")
 
 
 @pytest.mark.parametrize("block", [64, 200, 1 << 20])
 def test_a_traceback_s_end_is_found_across_the_batch_path_s_blocks(block):
     [finding] = triage_stream(io.BytesIO(BARE_CHAINED.encode()), block=block)
-    assert (finding.id, finding.line) == ("unclassified_failure", 6)
+    assert (finding.line, finding.values["kind"]) == (6, "exception")
 
 
 @pytest.mark.parametrize("log", [
