@@ -84,6 +84,8 @@ class FallbackRules(BaseModel):
     message_follows: list[re.Pattern[str]] = []  # an error line whose message is the next line
     exit: list[re.Pattern[str]] = Field(min_length=1)  # with a group `code`: 0 is no failure
     ready: list[re.Pattern[str]] = Field(min_length=1)
+    # an error line that is the server's, not one request's, even once it serves: it says so
+    fatal: list[re.Pattern[str]] = []
     stop: list[re.Pattern[str]] = Field(min_length=1)
     # a line that says the exception after it was caught and is harmless ("Exception ignored in")
     ignored_exception: list[re.Pattern[str]] = []
@@ -110,7 +112,7 @@ class FallbackRules(BaseModel):
     library_error_fix: str = ("{library} itself reported {name}; look the error up in {library}'s list ({reference}) "
                               "and read the lines before it for the call that got it")
 
-    @field_validator("exception", "error", "statement", "handled", "message_follows", "exit", "ready", "stop",
+    @field_validator("exception", "error", "statement", "handled", "message_follows", "exit", "ready", "fatal", "stop",
                      "ignored_exception", "exception_wrapper", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
@@ -168,7 +170,7 @@ class FallbackRules(BaseModel):
         levels = re.compile("|".join(re.escape(level) for level in self.levels))
         errors = library_errors.patterns() if self.library_errors is not None else []
         frames = [self.traceback.frame] if self.traceback else []
-        return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready,
+        return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready, *self.fatal,
                 *self.stop, *self.ignored_exception, *errors, *frames]
 
     def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
@@ -177,6 +179,8 @@ class FallbackRules(BaseModel):
         if any(p.search(text) for p in self.exception):
             return "exception"
         if not serving and ((level or "").upper() in self.levels or any(p.search(text) for p in self.error)):
+            return "error"
+        if serving and any(p.search(text) for p in self.fatal):
             return "error"
         # CUDA's or NVML's error, at no quiet level (a library probe that logs its miss at INFO and goes on)
         if not serving and (level or "").upper() not in self.quiet_levels and self.library_error_of(text):

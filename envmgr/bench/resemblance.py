@@ -40,11 +40,15 @@ UNCLASSIFIED = "unclassified_failure"
 _BARE_EXCEPTION = re.compile(r"[\w.]*(?:Error|Exception)")
 _SOURCE_PLACE = re.compile(r"\s*\(?[\w./-]+\.\w+:\d+\)?")  # (samplingConfig.h:46): where it was raised
 _WORD = re.compile(r"[a-z][a-z0-9_]+|\d{1,3}(?!\d)")
+# subprocess's words for any command that failed (CPython's CalledProcessError.__str__: "Command
+# '...' returned non-zero exit status N." / "died with <Signals.SIGKILL: 9>."): only the command
+# says what failed, so two of them are alike only by their commands
+_COMMAND_FAILED = re.compile(r"returned non-zero exit status -?\d+\.?|died with <Signals\.\w+: \d+>\.?")
 
 
 def tokens(text: str) -> list[str]:
     """Words (and short numbers: an errno, a port's digits are not) and adjacent word pairs."""
-    words = _WORD.findall(text.lower())
+    words = _WORD.findall(_COMMAND_FAILED.sub("", text.lower()))
     return words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
 
 

@@ -389,8 +389,9 @@ PREFIXES = (
     re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # dmesg: "[ 7386.259769] "
     # zerolog's console writer (LocalAI: "10:25PM DBG GRPC(model-127.0.0.1:42747): stderr ")
     re.compile(r"^\d{1,2}:\d\d(?:AM|PM) (?P<glog>DBG|INF|WRN|ERR|FTL) (?:GRPC\([^)]*\): (?:stderr|stdout) ?)?"),
-    # a timestamp, then the level (Go, Rust's env_logger, many servers): "2026-09-06 12:21:46.013  ERROR "
-    re.compile(rf"^\[?\d{{4}}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+\[?(?P<level>{LEVEL}|FATAL|TRACE)\]?:?\s+"),
+    # a timestamp, then the level (Go, Rust's env_logger, many servers): "2026-09-06 12:21:46.013  ERROR ",
+    # or glued to it (Open WebUI's container log: "2025-09-17 19:30:48.747524+00:00ERROR [root] ")
+    re.compile(rf"^\[?\d{{4}}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*\[?(?P<level>{LEVEL}|FATAL|TRACE)\]?:?\s+"),
     # llama.cpp's common log (minutes.seconds.ms.us, then a level letter): "1.06.520.077 E "
     re.compile(r"^\d+\.\d\d\.\d{3}\.\d{3} (?P<glog>[IWED]) "),
     # a time of day in brackets, then the level (rich's logging handler: "[12/01/26 16:10:33] INFO     "),
