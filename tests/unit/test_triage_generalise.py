@@ -1504,3 +1504,23 @@ def test_vllm_s_engine_dying_while_it_serves_is_the_server_s_failure():
     assert (finding.id, finding.line) == ("unclassified_failure", 3)
     # one request's error line while serving is still none
     assert triage_text(log.replace("EngineCore encountered a fatal error.", "Error in chat template: bad request")) == []
+
+
+# Readings from round 26's misses (tuned on it, each from the program's own source or words)
+
+def test_nvcc_not_knowing_an_arch_value_is_nvcc_arch_unsupported_not_a_flashinfer_build():
+    log = ("building ggml-cuda with nvcc -arch=compute_86...\n"
+           "nvcc fatal   : Value 'compute_86' is not defined for option 'gpu-architecture'\n"
+           "/usr/bin/nvcc: returned nonzero exit status\n")
+    [finding] = [f for f in triage_text(log) if f.severity == "error"]
+    assert (finding.id, finding.line, finding.values["arch"]) == ("nvcc_arch_unsupported", 2, "compute_86")
+
+
+@pytest.mark.parametrize("line, named", [
+    ("(APIServer pid=1) Encountered exception while importing decord: No module named 'decord'", "decord"),
+    ("ImportError: This modeling file requires the following packages that were not found in your environment: "
+     "einops, timm. Run `pip install einops timm`", "einops, timm"),
+])
+def test_a_model_s_own_code_importing_a_missing_package_is_feature_package_missing(line, named):
+    [finding] = triage_text(line + "\n")
+    assert finding.id == "feature_package_missing" and named in finding.message and "trust_remote_code" in finding.message
