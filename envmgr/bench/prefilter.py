@@ -165,3 +165,36 @@ class Prefilter:
         if self._automaton is not None:
             return bool(self._automaton.find_matches_as_indexes(lowered))
         return any(needle in lowered for needle in self._encoded)
+
+
+class LiteralIndex:
+    """Which of a list of patterns may match a text: those one of whose required literals it
+    contains (as exact as the prefilter, whose rules it shares). A candidate line is matched
+    only against these; a traceback's frame line contains a needle of a few patterns, not of
+    the other few hundred."""
+
+    def __init__(self, patterns: Iterable[re.Pattern[str]]) -> None:
+        by_literal: dict[str, set[int]] = {}
+        self._anywhere: frozenset[int] = frozenset()  # patterns without a literal: always candidates
+        anywhere = set()
+        for number, pattern in enumerate(patterns):
+            literals = required_literals(pattern)
+            if literals is None:
+                anywhere.add(number)
+                continue
+            for literal in literals:
+                by_literal.setdefault(literal, set()).add(number)
+        self._anywhere = frozenset(anywhere)
+        self._literals = list(by_literal)
+        self._patterns = [frozenset(by_literal[literal]) for literal in self._literals]
+        self._encoded = [literal.encode() for literal in self._literals]
+        self._automaton = BytesAhoCorasick(self._encoded) if BytesAhoCorasick is not None and self._encoded else None
+
+    def possible(self, text: str) -> frozenset[int]:
+        """The numbers (in the order given) of the patterns that may match ``text``."""
+        lowered = text.encode("utf-8", "replace").lower()
+        if self._automaton is not None:
+            found = {number for number, _, _ in self._automaton.find_matches_as_indexes(lowered, overlapping=True)}
+        else:
+            found = {number for number, literal in enumerate(self._encoded) if literal in lowered}
+        return self._anywhere.union(*(self._patterns[number] for number in found))

@@ -40,7 +40,7 @@ from envmgr.bench import prefilter as prefilter_module
 from envmgr.bench.fallback import FailureLine, FallbackRules, FirstFailure
 from envmgr.bench.library_errors import REFERENCES, LibraryError
 from envmgr.bench.memory import kv_pool_sizing
-from envmgr.bench.prefilter import Prefilter
+from envmgr.bench.prefilter import LiteralIndex, Prefilter
 from envmgr.bench.resemblance import Resemblance, family_resembled
 from envmgr.bench.values import Value, display, to_value
 from envmgr.datafiles import load_shipped, parse_yaml
@@ -297,22 +297,38 @@ def load_signatures() -> SignatureSet:
     return load_shipped("envmgr.bench", "signatures.yaml", parse_signatures)
 
 
-# id of a set (and whether the automaton is installed) -> (the set, its prefilter). Building one
-# reads ~500 regexes' syntax trees (~50 ms), and every Triage needs it; kept here rather than on
-# the model so that a set still pickles and compares as plain data. The set is held so its id
-# is not reused while the entry lives.
-_PREFILTERS: dict[tuple[int, bool], tuple[SignatureSet, Prefilter]] = {}
+# id of a set (and whether the automaton is installed) -> (the set, its prefilter, its wordings'
+# index). Building them reads ~700 regexes' syntax trees (~50 ms), and every Triage needs them;
+# kept here rather than on the model so that a set still pickles and compares as plain data. The
+# set is held so its id is not reused while the entry lives.
+_COMPILED: dict[tuple[int, bool], tuple[SignatureSet, Prefilter, LiteralIndex, dict[str, range]]] = {}
+
+
+def _compiled_for(signatures: SignatureSet) -> tuple[SignatureSet, Prefilter, LiteralIndex, dict[str, range]]:
+    key = (id(signatures), prefilter_module.BytesAhoCorasick is not None)
+    cached = _COMPILED.get(key)
+    if cached is None or cached[0] is not signatures:
+        if len(_COMPILED) >= 8:  # tests build many small sets; keep memory bounded
+            _COMPILED.clear()
+        numbers, at = {}, 0
+        for signature in signatures.signatures:
+            numbers[signature.id] = range(at, at + len(signature.regexes))
+            at += len(signature.regexes)
+        wordings = LiteralIndex([p for signature in signatures.signatures for p in signature.regexes])
+        cached = _COMPILED[key] = (signatures, Prefilter(signatures.matched_patterns()), wordings, numbers)
+    return cached
 
 
 def prefilter_for(signatures: SignatureSet) -> Prefilter:
-    """The literal prefilter of a signature set, built once per set."""
-    key = (id(signatures), prefilter_module.BytesAhoCorasick is not None)
-    cached = _PREFILTERS.get(key)
-    if cached is None or cached[0] is not signatures:
-        if len(_PREFILTERS) >= 8:  # tests build many small sets; keep memory bounded
-            _PREFILTERS.clear()
-        cached = _PREFILTERS[key] = (signatures, Prefilter(signatures.matched_patterns()))
-    return cached[1]
+    """The literal prefilter of a signature set (which lines may match), built once per set."""
+    return _compiled_for(signatures)[1]
+
+
+def index_for(signatures: SignatureSet) -> tuple[LiteralIndex, dict[str, range]]:
+    """Which wordings may match a line (numbered in the set's order), and the numbers of each
+    signature's, built once per set."""
+    _, _, wordings, numbers = _compiled_for(signatures)
+    return wordings, numbers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,6 +564,10 @@ class Triage:
         self._set = signatures or load_signatures()
         self._superseded_by = self._set.superseded_by()
         self._prefilter = prefilter_for(self._set)
+        self._index, self._numbers = index_for(self._set)
+        # the position of the signature each wording number belongs to
+        self._owner = [k for k, s in enumerate(self._set.signatures) for _ in self._numbers[s.id]]
+        self._cleaned: dict[str, CleanLine] = {}  # the last lines cleaned: a line is looked at again as the next one's "before"
         self._hits: dict[str, _Hit] = {}
         self._context: dict[str, Value] = {}
         self._line_no = 0
@@ -668,9 +688,19 @@ class Triage:
             values={"kind": failure.kind, **naming.values},
             sources=(REFERENCES[error.library],) if error is not None else ())
 
+    def _clean(self, raw: str) -> CleanLine:
+        """clean_line, remembered for the last few lines (each is cleaned again as its next line's
+        line before, to find a wording wrapped across the two)."""
+        line = self._cleaned.get(raw)
+        if line is None:
+            if len(self._cleaned) >= 4:
+                self._cleaned.clear()
+            line = self._cleaned[raw] = clean_line(raw)
+        return line
+
     def _examine(self, raw_line: str, recent: Callable[[], Iterator[str]]) -> None:
         """Match one candidate line; ``recent()`` yields the raw lines before it, latest first."""
-        line = clean_line(raw_line)
+        line = self._clean(raw_line)
         if self._ignored(line) or self._ends_an_ignored_line(line, recent):
             return
         self._collect_context(line.text)
@@ -678,15 +708,17 @@ class Triage:
             self._confirm_awaiting(line)
         rank: str | None = None
         ranked = matched = False
-        joined: list[tuple[CleanLine, tuple[int, int]]] | None = None  # None: not looked at yet
-        for signature in self._set.signatures:
+        possible = self._index.possible(line.text)  # the wordings whose literals the line has
+        joined = [(seen, cut, self._index.possible(seen.text)) for seen, cut in self._joined(line, recent)]
+        # only the signatures with a wording that may match the line, or the line wrapped into it, in their order
+        candidates = sorted({self._owner[n] for n in possible.union(*(p for _, _, p in joined))})
+        for signature in (self._set.signatures[k] for k in candidates):
             seen, at = line, self._line_no
-            values = self._match(signature, line, recent, at)
+            values = self._match(signature, line, recent, at, possible)
             if values is None:
-                joined = self._joined(line, recent) if joined is None else joined
-                for seen, cut in joined:
+                for seen, cut, in_joined in joined:
                     at = self._line_no - 1  # the wording begins on the line before
-                    values = self._match(signature, seen, recent, at, straddle=cut)
+                    values = self._match(signature, seen, recent, at, in_joined, straddle=cut)
                     if values is not None:
                         break
             if values is not None:
@@ -698,7 +730,7 @@ class Triage:
             self._first_failure.track(self._line_no, line.text)
         if not matched and self._first_failure is not None:
             self._first_failure.see(self._line_no, line.text, line.level, lambda: self._rank_of(line, recent),
-                                    lambda: clean_line(next(recent(), "")).text)
+                                    lambda: self._clean(next(recent(), "")).text)
         # after matching: a line that says it fell back recovers from what it says itself too
         # ("'hf_xet' is not installed. Falling back to regular HTTP download")
         if self._set.recovered and self._set.recovered.says_recovered(line.text):
@@ -739,7 +771,7 @@ class Triage:
         before_raw = next(recent(), None)
         if before_raw is None or not may_continue(before_raw):
             return []
-        before = clean_line(before_raw)
+        before = self._clean(before_raw)
         if not before.text or self._ignored(before):
             return []
         return [(CleanLine(before.text + glue + line.text, before.rank or line.rank, before.prefixed, before.level),
@@ -777,12 +809,15 @@ class Triage:
             self._context[name] = max(old, value)
 
     def _match(self, signature: Signature, line: CleanLine, recent: Callable[[], Iterator[str]],
-               at: int, straddle: tuple[int, int] | None = None) -> dict[str, Value] | None:
-        """The values of the signature's first wording in the line. With ``straddle`` (a joined
+               at: int, possible: frozenset[int], straddle: tuple[int, int] | None = None) -> dict[str, Value] | None:
+        """The values of the signature's first wording in the line (of those in ``possible``, the
+        numbers of the wordings whose literals the line has). With ``straddle`` (a joined
         line: where its first half ends, where its second begins) only a match from the first
         half into the second counts, and only if the first half alone does not match (then it
         is that line's)."""
-        for pattern in signature.regexes:
+        for number, pattern in zip(self._numbers[signature.id], signature.regexes, strict=True):
+            if number not in possible:
+                continue  # it has none of this wording's literals: the regex cannot match
             match = pattern.search(line.text)
             if match and straddle is not None and (
                     not (match.start() < straddle[0] and match.end() > straddle[1])

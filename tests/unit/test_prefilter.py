@@ -146,3 +146,33 @@ def test_a_common_word_is_a_needle_only_when_nothing_rarer_is_required():
     from envmgr.bench.prefilter import required_literals
     assert required_literals(re.compile(r"Not\s+enough\s+memory\s+to\s+handle.*?prefill\s+tokens")) == {"enough"}
     assert required_literals(re.compile(r"prefill")) == {"prefill"}  # exact still: the only literal
+
+
+def test_the_literal_index_lists_the_patterns_whose_literals_a_text_has():
+    from envmgr.bench.prefilter import LiteralIndex
+    patterns = [re.compile(r"CUDA out of memory"), re.compile(r"(?i)out of memory"), re.compile(r"KeyError: \d+"),
+                re.compile(r"\d+")]  # the last has no literal: always a candidate
+    for index in (LiteralIndex(patterns), LiteralIndex(patterns)):
+        assert index.possible("torch.OutOfMemoryError: CUDA out of memory. Tried") == {0, 1, 3}  # overlapping literals
+        assert index.possible("GPU OUT OF MEMORY") == {1, 3}  # compared lower-cased, as the prefilter does
+        assert index.possible("keyerror: 5") == {2, 3}
+        assert index.possible("Decode batch. #running-req: 12") == {3}
+    bare = LiteralIndex(patterns)
+    bare._automaton = None  # the loop used where ahocorasick_rs is absent gives the same
+    assert bare.possible("torch.OutOfMemoryError: CUDA out of memory. Tried") == {0, 1, 3}
+
+
+@pytest.mark.parametrize("pattern", [p for s in load_signatures().signatures for p in s.regexes][::5],
+                         ids=lambda p: p.pattern[:40])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_the_literal_index_never_drops_a_wording_that_matches(pattern, data):
+    """A text built to match a shipped wording has that wording among the index's candidates."""
+    from envmgr.bench.triage import index_for
+    signatures = load_signatures()
+    index, numbers = index_for(signatures)
+    number = [n for s in signatures.signatures for n, p in zip(numbers[s.id], s.regexes, strict=True) if p is pattern][0]
+    text = data.draw(st.from_regex(pattern))
+    assume(not any(re.fullmatch(re.escape(ch), letter, re.I)  # the prefilter's documented gap, as above
+                   for ch in set(text) if not ch.isascii() for letter in string.ascii_letters))
+    assert pattern.search(text) and number in index.possible(text)
