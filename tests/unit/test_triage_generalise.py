@@ -1524,3 +1524,40 @@ def test_nvcc_not_knowing_an_arch_value_is_nvcc_arch_unsupported_not_a_flashinfe
 def test_a_model_s_own_code_importing_a_missing_package_is_feature_package_missing(line, named):
     [finding] = triage_text(line + "\n")
     assert finding.id == "feature_package_missing" and named in finding.message and "trust_remote_code" in finding.message
+
+
+# Readings from round 27's misses (tuned on it, each from the program's own source)
+
+@pytest.mark.parametrize("log, line, said", [
+    ("[h264_nvenc @ 000001aedcf7e740] Driver does not support the required nvenc API version. Required: 12.1 Found: 12.0\n"
+     "[h264_nvenc @ 000001aedcf7e740] The minimum required Nvidia driver for nvenc is (unknown) or newer\n", 1, "12.1"),
+    ("Required: NVENC API 13.0\nFound: 12.2\nMinimum required Nvidia driver is 570.0 or newer\n", 3, "570.0"),
+])
+def test_ffmpeg_s_nvenc_api_newer_than_the_driver_is_driver_too_old(log, line, said):
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("driver_too_old", line) and said in finding.message
+
+
+def test_hami_s_vgpu_limit_is_cuda_oom_at_its_own_line():
+    log = ("[HAMI-core ERROR (pid:30 thread=140382094939712 allocator.c:53)]: Device 0 OOM 3171158016 / 3145728000\n"
+           "Traceback (most recent call last):\n"
+           '  File "/data/t.py", line 51, in train_one_epoch\n'
+           "RuntimeError: CUDA error: unrecognized error code\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("cuda_oom", 1) and "3145728000" in finding.fix
+
+
+def test_tensorrt_s_builder_failing_the_build_is_an_error_line():
+    log = ("[07/06/2025-18:11:29] [TRT] [I] Calibration completed in 15.6046 seconds.\n"
+           "[07/06/2025-18:12:46] [TRT] [E] IBuilder::buildSerializedNetwork: Error Code 10: Internal Error "
+           "(Could not find any implementation for node /model.23/proto/cv3/conv/Conv)\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("unclassified_failure", 2)
+
+
+def test_uvicorn_s_bind_failure_after_the_lifespan_started_is_the_start_up_s_failure():
+    log = ("INFO:     Application startup complete.\n"
+           "ERROR:    [Errno 99] error while attempting to bind on address ('::1', 8000, 0, 0): cannot assign requested address\n"
+           "INFO:     Waiting for application shutdown.\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == ("unclassified_failure", 2)
