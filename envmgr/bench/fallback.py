@@ -233,11 +233,15 @@ class FirstFailure:
         if self.rules.traceback and self.rules.traceback.frame.search(text):
             self._frame = line
 
+    def _after_frame(self, line: int) -> bool:
+        """Whether line ``line`` is within reach of the last traceback frame line (its source
+        line, carets, the next frame, or the exception's own line)."""
+        rules = self.rules.traceback
+        return rules is not None and self._frame is not None and 0 < line - self._frame <= rules.within
+
     def _ends_frames(self, line: int, text: str) -> bool:
         """Whether this line, just after a traceback's frames, is the exception's own line."""
-        rules = self.rules.traceback
-        return (rules is not None and self._frame is not None and 0 < line - self._frame <= rules.within
-                and bool(rules.exception.search(text)))
+        return self._after_frame(line) and bool(self.rules.traceback and self.rules.traceback.exception.search(text))
 
     def see(self, line: int, text: str, level: str | None, rank_of: Callable[[], str | None],
             before_of: Callable[[], str] = lambda: "") -> None:
@@ -286,10 +290,7 @@ class FirstFailure:
     def wants_line(self, line: int) -> bool:
         """Whether line ``line`` must be seen whatever it says: the message of a header before it,
         or a line just after a traceback frame (the next frame, or the exception's line)."""
-        if self._header is not None and line == self._header + 1:
-            return True
-        rules = self.rules.traceback
-        return rules is not None and self._frame is not None and 0 < line - self._frame <= rules.within
+        return (self._header is not None and line == self._header + 1) or self._after_frame(line)
 
     def forget_line(self, line: int) -> None:
         """Line ``line`` was no failure (the first half of a benign line wrapped in two)."""

@@ -175,8 +175,7 @@ class LiteralIndex:
 
     def __init__(self, patterns: Iterable[re.Pattern[str]]) -> None:
         by_literal: dict[str, set[int]] = {}
-        self._anywhere: frozenset[int] = frozenset()  # patterns without a literal: always candidates
-        anywhere = set()
+        anywhere = set()  # patterns without a literal: always candidates
         for number, pattern in enumerate(patterns):
             literals = required_literals(pattern)
             if literals is None:

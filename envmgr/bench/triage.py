@@ -301,10 +301,19 @@ def load_signatures() -> SignatureSet:
 # index). Building them reads ~700 regexes' syntax trees (~50 ms), and every Triage needs them;
 # kept here rather than on the model so that a set still pickles and compares as plain data. The
 # set is held so its id is not reused while the entry lives.
-_COMPILED: dict[tuple[int, bool], tuple[SignatureSet, Prefilter, LiteralIndex, dict[str, range]]] = {}
+@dataclass(frozen=True)
+class WordingIndex:
+    """A set's wordings numbered in its order: which may match a line, each signature's numbers,
+    and the position of the signature each number belongs to."""
+    literals: LiteralIndex
+    numbers: dict[str, range]
+    owner: tuple[int, ...]
 
 
-def _compiled_for(signatures: SignatureSet) -> tuple[SignatureSet, Prefilter, LiteralIndex, dict[str, range]]:
+_COMPILED: dict[tuple[int, bool], tuple[SignatureSet, Prefilter, WordingIndex]] = {}
+
+
+def _compiled_for(signatures: SignatureSet) -> tuple[SignatureSet, Prefilter, WordingIndex]:
     key = (id(signatures), prefilter_module.BytesAhoCorasick is not None)
     cached = _COMPILED.get(key)
     if cached is None or cached[0] is not signatures:
@@ -314,8 +323,9 @@ def _compiled_for(signatures: SignatureSet) -> tuple[SignatureSet, Prefilter, Li
         for signature in signatures.signatures:
             numbers[signature.id] = range(at, at + len(signature.regexes))
             at += len(signature.regexes)
-        wordings = LiteralIndex([p for signature in signatures.signatures for p in signature.regexes])
-        cached = _COMPILED[key] = (signatures, Prefilter(signatures.matched_patterns()), wordings, numbers)
+        wordings = WordingIndex(LiteralIndex([p for signature in signatures.signatures for p in signature.regexes]),
+                                numbers, tuple(k for k, s in enumerate(signatures.signatures) for _ in s.regexes))
+        cached = _COMPILED[key] = (signatures, Prefilter(signatures.matched_patterns()), wordings)
     return cached
 
 
@@ -324,11 +334,9 @@ def prefilter_for(signatures: SignatureSet) -> Prefilter:
     return _compiled_for(signatures)[1]
 
 
-def index_for(signatures: SignatureSet) -> tuple[LiteralIndex, dict[str, range]]:
-    """Which wordings may match a line (numbered in the set's order), and the numbers of each
-    signature's, built once per set."""
-    _, _, wordings, numbers = _compiled_for(signatures)
-    return wordings, numbers
+def index_for(signatures: SignatureSet) -> WordingIndex:
+    """Which wordings may match a line, built once per set."""
+    return _compiled_for(signatures)[2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,9 +572,8 @@ class Triage:
         self._set = signatures or load_signatures()
         self._superseded_by = self._set.superseded_by()
         self._prefilter = prefilter_for(self._set)
-        self._index, self._numbers = index_for(self._set)
-        # the position of the signature each wording number belongs to
-        self._owner = [k for k, s in enumerate(self._set.signatures) for _ in self._numbers[s.id]]
+        wordings = index_for(self._set)
+        self._index, self._numbers, self._owner = wordings.literals, wordings.numbers, wordings.owner
         self._cleaned: dict[str, CleanLine] = {}  # the last lines cleaned: a line is looked at again as the next one's "before"
         self._hits: dict[str, _Hit] = {}
         self._context: dict[str, Value] = {}

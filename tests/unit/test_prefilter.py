@@ -170,7 +170,8 @@ def test_the_literal_index_never_drops_a_wording_that_matches(pattern, data):
     """A text built to match a shipped wording has that wording among the index's candidates."""
     from envmgr.bench.triage import index_for
     signatures = load_signatures()
-    index, numbers = index_for(signatures)
+    wordings = index_for(signatures)
+    index, numbers = wordings.literals, wordings.numbers
     number = [n for s in signatures.signatures for n, p in zip(numbers[s.id], s.regexes, strict=True) if p is pattern][0]
     text = data.draw(st.from_regex(pattern))
     assume(not any(re.fullmatch(re.escape(ch), letter, re.I)  # the prefilter's documented gap, as above
