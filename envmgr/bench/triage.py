@@ -308,6 +308,9 @@ class WordingIndex:
     literals: LiteralIndex
     numbers: dict[str, range]
     owner: tuple[int, ...]
+    ignores: LiteralIndex  # which of the set's ignore_lines may match a line
+    contexts: LiteralIndex  # which of context_rules may match a line
+    context_rules: tuple[ContextRule, ...]  # every signature's context rules, in the set's order
 
 
 _COMPILED: dict[tuple[int, bool], tuple[SignatureSet, Prefilter, WordingIndex]] = {}
@@ -323,8 +326,11 @@ def _compiled_for(signatures: SignatureSet) -> tuple[SignatureSet, Prefilter, Wo
         for signature in signatures.signatures:
             numbers[signature.id] = range(at, at + len(signature.regexes))
             at += len(signature.regexes)
+        context_rules = tuple(rule for signature in signatures.signatures for rule in signature.context)
         wordings = WordingIndex(LiteralIndex([p for signature in signatures.signatures for p in signature.regexes]),
-                                numbers, tuple(k for k, s in enumerate(signatures.signatures) for _ in s.regexes))
+                                numbers, tuple(k for k, s in enumerate(signatures.signatures) for _ in s.regexes),
+                                LiteralIndex(signatures.ignore_lines),
+                                LiteralIndex([rule.regex for rule in context_rules]), context_rules)
         cached = _COMPILED[key] = (signatures, Prefilter(signatures.matched_patterns()), wordings)
     return cached
 
@@ -574,6 +580,7 @@ class Triage:
         self._prefilter = prefilter_for(self._set)
         wordings = index_for(self._set)
         self._index, self._numbers, self._owner = wordings.literals, wordings.numbers, wordings.owner
+        self._wordings = wordings
         self._cleaned: dict[str, CleanLine] = {}  # the last lines cleaned: a line is looked at again as the next one's "before"
         self._hits: dict[str, _Hit] = {}
         self._context: dict[str, Value] = {}
@@ -752,14 +759,15 @@ class Triage:
             self._first_failure.forget_after(after)
 
     def _ignored(self, line: CleanLine) -> bool:
-        return any(ignore.search(line.text) for ignore in self._set.ignore_lines)
+        ignores = self._set.ignore_lines
+        return any(ignores[k].search(line.text) for k in self._wordings.ignores.possible(line.text))
 
     def _ends_an_ignored_line(self, line: CleanLine, recent: Callable[[], Iterator[str]]) -> bool:
         """Whether this line is the rest of a benign line wrapped in two: then neither half is a
         failure, and what the line before was taken for is forgotten."""
         for seen, (first_ends, second_begins) in self._joined(line, recent):
-            for ignore in self._set.ignore_lines:
-                match = ignore.search(seen.text)
+            for k in self._wordings.ignores.possible(seen.text):
+                match = self._set.ignore_lines[k].search(seen.text)
                 if match and match.start() < first_ends and match.end() > second_begins:
                     self._forget_line(self._line_no - 1)
                     return True
@@ -798,13 +806,13 @@ class Triage:
         return None
 
     def _collect_context(self, text: str) -> None:
-        for signature in self._set.signatures:
-            for rule in signature.context:
-                match = rule.regex.search(text)
-                if match:
-                    for name, raw in match.groupdict().items():
-                        if raw is not None:
-                            self._reduce(name, to_value(raw, name), rule.reduce)
+        rules = self._wordings.context_rules
+        for k in sorted(self._wordings.contexts.possible(text)):  # in the set's order: "last" reduces by it
+            match = rules[k].regex.search(text)
+            if match:
+                for name, raw in match.groupdict().items():
+                    if raw is not None:
+                        self._reduce(name, to_value(raw, name), rules[k].reduce)
 
     def _reduce(self, name: str, value: Value, how: str) -> None:
         old = self._context.get(name)
