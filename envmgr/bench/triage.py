@@ -433,6 +433,10 @@ PREFIXES = (
     # --timestamps` ("2024-02-09T17:32:34.123456789Z "), Docker Desktop's log view ("2024-02-09 17:32:34 ")
     re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"),
 )
+# Whether any prefix matches at a line's start, in one regex: most candidate lines (a traceback's
+# frames) have none, and thirty tries each cost more than cleaning the rest. Its groups are not
+# captured (the names repeat); no prefix refers back to a group.
+PREFIX_GATE = re.compile(re.sub(r"\(\?P<\w+>", "(?:", "|".join(f"(?:{p.pattern})" for p in PREFIXES)))
 GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO", "D": "DEBUG", "V": "DEBUG",  # glog's, llama.cpp's, TensorRT's letters
                "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL"}  # zerolog's
 # What a tool appends: Ray's de-duplication note.
@@ -461,7 +465,7 @@ def clean_line(raw: str) -> CleanLine:
     level: str | None = None
     prefixed = False
     changed = True
-    while changed:
+    while changed and PREFIX_GATE.match(text):
         changed = False
         for prefix in PREFIXES:
             match = prefix.match(text)
