@@ -27,9 +27,10 @@ from pathlib import Path
 from envmgr.datafiles import load_shipped, parse_yaml
 
 HERE = Path(__file__).parent
-# a code after an error word, as the last of its clause ("err: 999", "failure: 3"), not a count
-# ("failed 3 times"); not after "code" (the prefilter would find it in every "Decode batch" line)
-_CODE = re.compile(r"(?i)\b(?:err(?:or)?|fail(?:ed|ure)?|returned|result)\b\W{0,3}(\d{1,3})(?=$|[:),.;\]\"']|\s*\()")
+# a code after an error word, as the last of its clause ("err: 999", "failure: 3", nvdiffrast's
+# "Cuda error: 700[cudaLaunchKernel(...)]" with the call after it), not a count ("failed 3 times");
+# not after "code" (the prefilter would find it in every "Decode batch" line)
+_CODE = re.compile(r"(?i)\b(?:err(?:or)?|fail(?:ed|ure)?|returned|result)\b\W{0,3}(\d{1,3})(?=$|[:),.;\]\"'\[]|\s*\()")
 # a message as a message: after a colon, an error word, a bracket or a quote, and where it ends
 _BEFORE = r"(?:[:=(\[\"']\s*|\b(?:error|failure|failed)\s+)"
 _AFTER = r"(?=$|[.)\]\"',;]|\s+[^a-z\s])"

@@ -374,6 +374,10 @@ PREFIXES = (
     re.compile(r"^[\w.-]+\s+\|\s?"),  # docker compose: "svc-1  | "
     # Python logging's "%(asctime)s - %(name)s - %(levelname)s - " (a time zone too, as a formatter with %z gives it)
     re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+-\s+[\w.]+\s+-\s+(?P<level>[A-Z]+)\s+-\s+"),
+    # the same without the time or without the name ("distributed.utils - ERROR - ", dask's; "%(asctime)s - %(levelname)s - ")
+    re.compile(rf"^(?:\d{{4}}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?|[\w.]+)\s+-\s+(?P<level>{LEVEL}|FATAL)\s+-\s+"),
+    # NVIDIA's profilers and tools (Nsight Compute's ncu, Nsight Systems): "==ERROR== ", "==WARNING== "
+    re.compile(r"^==(?P<level>ERROR|WARNING|Error|Warning)==\s*"),
     re.compile(r"^\[(?P<inner>(?:\d{4}-\d\d-\d\d[ T][\d:.,]+)?(?:\s*(?:DP|TP|EP|PP|CP|ATTN_TP"
                r"|ATTN_DP|MOE_EP)\d+)*)\]\s*"),  # SGLang: "[2026-01-01 12:00:00 TP3] "
     # Ray and vLLM workers: "(RayWorkerWrapper pid=1)", "(VllmWorker rank=0 pid=2)", "(pid=3, ip=10.0.0.1)"
