@@ -382,7 +382,10 @@ PREFIXES = (
                r"|ATTN_DP|MOE_EP)\d+)*)\]\s*"),  # SGLang: "[2026-01-01 12:00:00 TP3] "
     # Ray and vLLM workers: "(RayWorkerWrapper pid=1)", "(VllmWorker rank=0 pid=2)", "(pid=3, ip=10.0.0.1)"
     # (Ray Serve names its replicas "ServeReplica:app:Deployment")
-    re.compile(r"^\((?:[\w.:-]+ )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
+    # (SkyPilot's: "(task, pid=2846)", "(sky-service-7080, pid=2846)")
+    re.compile(r"^\((?:[\w.:-]+,? )?(?:rank=\d+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*"),
+    # Open MPI's --tag-output (mpirun, Horovod): "[1,18]<stdout>:" ([jobid,rank]<stream>)
+    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?"),
     # vLLM: "ERROR 05-12 10:11:12 [file.py:123] " (older: "INFO 04-28 20:50:23 file.py:791] ";
     # NIM: "ERROR 2025-07-21 14:34:24.934 file.py:62] ")
     re.compile(rf"^(?P<level>{LEVEL}) (?:\d{{4}}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] ?"),

@@ -1638,3 +1638,52 @@ def test_what_round_28_s_readings_leave_alone_stays_so():
 def test_go_flag_value_errors_are_server_args_rejected(log, said):
     [finding] = triage_text(log)
     assert finding.id == "server_args_rejected" and said in finding.message
+
+
+# Readings from round 29's misses (tuned on it; each wording from its program's source or a second public thread)
+
+@pytest.mark.parametrize("raw, text", [
+    # Open MPI's --tag-output (mpirun, Horovod), SkyPilot's task prefix
+    ("[1,18]<stdout>:worker-2:23:572 [2] NCCL INFO Using network Socket", "worker-2:23:572 [2] NCCL INFO Using network Socket"),
+    ("[1,1]<stderr>:Traceback (most recent call last):", "Traceback (most recent call last):"),
+    ("(task, pid=2846) bash: /usr/bin/python: No such file or directory", "bash: /usr/bin/python: No such file or directory"),
+])
+def test_launchers_prefixes_are_stripped(raw, text):
+    assert clean_line(raw).text == text
+
+
+@pytest.mark.parametrize("log, family, line", [
+    # a shell that could not run the command (dash's words: round 17's kthena excerpt)
+    ("kubectl logs  qwen-multinode-0-vllm-0-1\n\nsh: 1: Leader_Node_Address: not found\n", "unclassified_failure", 3),
+    ("(sky-service-7080, pid=2846) bash: /usr/bin/python: No such file or directory\n", "unclassified_failure", 1),
+    # a fatal signal a handler reports: a C++ server's, Go's runtime on Windows
+    ("Signal (11) received.\n 0# 0x000055B227788B28 in tritonserver\n", "unclassified_failure", 1),
+    ("Exception 0xc0000005 0x0 0x8 0x7ffda9322f15\nPC=0x7ffda9322f15\nsignal arrived during external code execution\n",
+     "unclassified_failure", 1),
+    # PhysX's error callback, an error kind
+    ("/buildAgent/work/99bede84aa0a52c2/source/gpunarrowphase/src/PxgNarrowphaseCore.cpp (2185) : internal error : "
+     "PxgDynamicsMemoryConfig::collisionStackSize buffer overflow detected\n", "unclassified_failure", 1),
+    # PaddlePaddle's allocator out of GPU memory
+    ("ResourceExhaustedError:\n\nOut of memory error on GPU 0. Cannot allocate 25.002197MB memory on GPU 0, available memory "
+     "is only 15.187500MB.\n", "cuda_oom", 3),
+    # NCCL's own text for ncclSystemError, as HugeCTR prints it
+    ("RuntimeError: Runtime error: unhandled system error\n        ncclGroupEnd() at ResourceManagerCore(/hugectr/HugeCTR/src/"
+     "resource_managers/resource_manager_core.cpp:175)\n", "nccl_error", 1),
+    # LLVM's NVPTX backend older than the GPU (Triton on Windows: round 21's excerpt)
+    ("'sm_120' is not a recognized processor for this target (ignoring processor)\n", "nvcc_arch_unsupported", 1),
+    # a repo id that is None (lamikr/rocm_sdk_builder#244), not a token the Hub wants
+    ("requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: https://huggingface.co/None/resolve/main/"
+     "config.json\n", "model_path_missing", 1),
+])
+def test_round_29_s_readings_name_the_failure_at_its_line(log, family, line):
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == (family, line)
+
+
+@pytest.mark.parametrize("log", [
+    "Signal (2) received.\n",  # a stop asked for
+    "Foo.cpp (120) : warning : a PhysX warning\n",
+    "'apple-m4' is not a recognized processor for this target (ignoring processor)\n",  # a CPU target, not a GPU's
+])
+def test_what_round_29_s_readings_leave_alone_stays_quiet(log):
+    assert triage_text(log) == []
