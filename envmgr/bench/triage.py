@@ -407,7 +407,8 @@ PREFIXES = (
     # "[45748] ", a process supervisor's "[37723] " before llama-server's log, Monarch's "[0] [0] "
     re.compile(r"^\[\d+\]\s+(?=\S)"),
     # torch's C++ log (c10): "[E ProcessGroupNCCL.cpp:475] ", "[W1203 12:00:00.123456 99 Module.cpp:12] "
-    re.compile(r"^\[(?P<glog>[IWEF])(?:\d{4} \d\d:\d\d:\d\d\.\d+ \d+)? ?[\w./-]+:\d+\]\s*"),
+    # (a Windows build's source path too: "[W C:\\actions-runner\\...\\interface.cpp:47] ")
+    re.compile(r"^\[(?P<glog>[IWEF])(?:\d{4} \d\d:\d\d:\d\d\.\d+ \d+)? ?(?:[A-Za-z]:)?[\w./\\-]+:\d+\]\s*"),
     # TensorRT-LLM's Python logger: "[11/02/2025-22:00:50] [TRT-LLM] [E] " (not TensorRT's own "[TRT] [E]":
     # its builder logs a tactic's failed allocation at E and goes on to the next tactic)
     re.compile(r"^(?:\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] )?\[TRT-LLM\] \[(?P<glog>[IWEFVD])\] "),

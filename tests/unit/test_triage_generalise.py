@@ -1688,3 +1688,31 @@ def test_round_29_s_readings_name_the_failure_at_its_line(log, family, line):
 ])
 def test_what_round_29_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
+
+
+# Readings from round 30's misses (tuned on it; each wording from its program's source or a second public thread)
+
+@pytest.mark.parametrize("log, family, line", [
+    # R's error report (mlverse/torch#1401)
+    ("> torch::torch_tensor(pi)\nError in torch_tensor_cpp(data, dtype, device, requires_grad, pin_memory) :\n"
+     "  Lantern is not loaded. Please use `install_torch()` to install additional dependencies.\n", "unclassified_failure", 2),
+    # cuDNN 8's loader (comfyui-reactor-node#396, markgoodhead/dictate-wizard#2)
+    ("[ReActor] 14:02:15 - STATUS - Analyzing Source Image...\n"
+     "Could not locate cudnn_ops_infer64_8.dll. Please make sure it is in your library path!\n", "unclassified_failure", 2),
+    ("Could not load library cudnn_ops_infer64_8.dll. Error code 126\n"
+     "Please make sure cudnn_ops_infer64_8.dll is in your library path!\n", "unclassified_failure", 1),
+    # cuDF's toolkit-newer-than-driver check (NVIDIA/cudf#19089)
+    ("/opt/conda/lib/python3.10/site-packages/cudf/utils/_numba.py:17: UserWarning: CUDA Toolkit is newer than CUDA driver. "
+     "Numba features will not work in this configuration.\n  warnings.warn(\n", "driver_too_old", 1),
+])
+def test_round_30_s_readings_name_the_failure_at_its_line(log, family, line):
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line) == (family, line)
+
+
+def test_torch_s_cpp_warning_from_a_windows_build_is_a_warning():
+    raw = (r"[W C:\actions-runner\_work\pytorch\pytorch\builder\windows\pytorch\torch\csrc\jit\codegen\cuda\interface.cpp:47] "
+           "Warning: Loading nvfuser library failed with: error in LoadLibrary for nvfuser_codegen.dll.")
+    cleaned = clean_line(raw)
+    assert cleaned.level == "WARNING" and cleaned.text.startswith("Warning: Loading nvfuser library failed")
+    assert triage_text(raw + "\n") == []
