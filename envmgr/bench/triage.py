@@ -590,9 +590,7 @@ class Triage:
         self._set = signatures or load_signatures()
         self._superseded_by = self._set.superseded_by()
         self._prefilter = prefilter_for(self._set)
-        wordings = index_for(self._set)
-        self._index, self._numbers, self._owner = wordings.literals, wordings.numbers, wordings.owner
-        self._wordings = wordings
+        self._wordings = index_for(self._set)
         self._cleaned: dict[str, CleanLine] = {}  # the last lines cleaned: a line is looked at again as the next one's "before"
         self._hits: dict[str, _Hit] = {}
         self._context: dict[str, Value] = {}
@@ -734,10 +732,11 @@ class Triage:
             self._confirm_awaiting(line)
         rank: str | None = None
         ranked = matched = False
-        possible = self._index.possible(line.text)  # the wordings whose literals the line has
-        joined = [(seen, cut, self._index.possible(seen.text)) for seen, cut in self._joined(line, recent)]
+        index = self._wordings.literals
+        possible = index.possible(line.text)  # the wordings whose literals the line has
+        joined = [(seen, cut, index.possible(seen.text)) for seen, cut in self._joined(line, recent)]
         # only the signatures with a wording that may match the line, or the line wrapped into it, in their order
-        candidates = sorted({self._owner[n] for n in possible.union(*(p for _, _, p in joined))})
+        candidates = sorted({self._wordings.owner[n] for n in possible.union(*(p for _, _, p in joined))})
         for signature in (self._set.signatures[k] for k in candidates):
             seen, at = line, self._line_no
             values = self._match(signature, line, recent, at, possible)
@@ -770,17 +769,22 @@ class Triage:
         if self._first_failure is not None:
             self._first_failure.forget_after(after)
 
+    def _ignore_matches(self, text: str) -> Iterator[re.Match[str]]:
+        """Where the ignore_lines whose literals ``text`` has match it."""
+        for k in self._wordings.ignores.possible(text):
+            match = self._set.ignore_lines[k].search(text)
+            if match:
+                yield match
+
     def _ignored(self, line: CleanLine) -> bool:
-        ignores = self._set.ignore_lines
-        return any(ignores[k].search(line.text) for k in self._wordings.ignores.possible(line.text))
+        return next(self._ignore_matches(line.text), None) is not None
 
     def _ends_an_ignored_line(self, line: CleanLine, recent: Callable[[], Iterator[str]]) -> bool:
         """Whether this line is the rest of a benign line wrapped in two: then neither half is a
         failure, and what the line before was taken for is forgotten."""
         for seen, (first_ends, second_begins) in self._joined(line, recent):
-            for k in self._wordings.ignores.possible(seen.text):
-                match = self._set.ignore_lines[k].search(seen.text)
-                if match and match.start() < first_ends and match.end() > second_begins:
+            for match in self._ignore_matches(seen.text):
+                if match.start() < first_ends and match.end() > second_begins:
                     self._forget_line(self._line_no - 1)
                     return True
         return False
@@ -842,7 +846,7 @@ class Triage:
         line: where its first half ends, where its second begins) only a match from the first
         half into the second counts, and only if the first half alone does not match (then it
         is that line's)."""
-        for number, pattern in zip(self._numbers[signature.id], signature.regexes, strict=True):
+        for number, pattern in zip(self._wordings.numbers[signature.id], signature.regexes, strict=True):
             if number not in possible:
                 continue  # it has none of this wording's literals: the regex cannot match
             match = pattern.search(line.text)
