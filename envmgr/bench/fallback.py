@@ -38,6 +38,9 @@ from envmgr.bench import library_errors
 from envmgr.bench.library_errors import LibraryError
 
 Kind = Literal["exception", "error", "statement", "exit"]
+# The names of what a line is about, in a structured log's fields (klog's and logfmt's
+# pod="default/nccl-test-worker-0"): users choose them, so their words name no family.
+_NAMED_THINGS = re.compile(r'(?i)\b(?:pod|node|namespace|container|claim|job|deployment|service|replica)="[^"]*"')
 KINDS: tuple[Kind, ...] = ("exception", "error", "statement", "exit")  # in order of preference
 
 
@@ -63,6 +66,22 @@ class TracebackRules(BaseModel):
     exception: re.Pattern[str]
 
     @field_validator("frame", "exception", mode="before")
+    @classmethod
+    def _compile(cls, raw: Any) -> re.Pattern[str]:
+        return _compile_all([raw])[0]
+
+
+class PropagatedRules(BaseModel):
+    """A warning that is the failure when, within ``within`` lines, a trace says its error was
+    returned up to the caller (NCCL warns of what it goes on from too, but traces only what it
+    returns: "transport/net_ib.cc:937 -> 2")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    warning: re.Pattern[str]
+    trace: re.Pattern[str]
+    within: int = Field(ge=1)
+
+    @field_validator("warning", "trace", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> re.Pattern[str]:
         return _compile_all([raw])[0]
@@ -94,6 +113,7 @@ class FallbackRules(BaseModel):
     # own line, printed after it, says what failed
     exception_wrapper: list[re.Pattern[str]] = []
     traceback: TracebackRules | None = None  # the line that ends a traceback's frames is its exception
+    propagated: PropagatedRules | None = None  # a warning whose error the lines after it pass up
     message: str
     fix: dict[Kind, str]
     # A failure line no wording matched may still name its family in its own words: family ->
@@ -144,7 +164,7 @@ class FallbackRules(BaseModel):
 
     def family_of(self, text: str) -> str | None:
         """The family a failure line names by its own words, if one does."""
-        lowered = text.lower()
+        lowered = _NAMED_THINGS.sub("", text).lower()
         for family, groups in self.words.items():
             if all(any(word in lowered for word in group) for group in groups):
                 return family
@@ -170,8 +190,9 @@ class FallbackRules(BaseModel):
         levels = re.compile("|".join(re.escape(level) for level in self.levels))
         errors = library_errors.patterns() if self.library_errors is not None else []
         frames = [self.traceback.frame] if self.traceback else []
+        propagated = [self.propagated.warning, self.propagated.trace] if self.propagated else []
         return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready, *self.fatal,
-                *self.stop, *self.ignored_exception, *errors, *frames]
+                *self.stop, *self.ignored_exception, *errors, *frames, *propagated]
 
     def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
         """The kind of failure this line states, if any. ``serving``: the server was ready, so
@@ -182,8 +203,10 @@ class FallbackRules(BaseModel):
             return "error"
         if serving and any(p.search(text) for p in self.fatal):
             return "error"
-        # CUDA's or NVML's error, at no quiet level (a library probe that logs its miss at INFO and goes on)
-        if not serving and (level or "").upper() not in self.quiet_levels and self.library_error_of(text):
+        # CUDA's or NVML's error, at no quiet level and not handled (a library probe that logs its miss at
+        # INFO and goes on; NCCL's "NCCL INFO ... Cuda failure" of a call it ignores)
+        if (not serving and (level or "").upper() not in self.quiet_levels and self.library_error_of(text)
+                and not any(p.search(text) for p in self.handled)):
             return "error"
         if (not serving and (level or "").upper() not in self.quiet_levels
                 and any(p.search(text) for p in self.statement) and not any(p.search(text) for p in self.handled)):
@@ -227,6 +250,7 @@ class FirstFailure:
         self._skip_exception = False  # the next exception was caught ("Exception ignored in")
         self._header: int | None = None  # the error line kept last says its message is the next line
         self._frame: int | None = None  # the last traceback frame line seen
+        self._warning: FailureLine | None = None  # the last warning whose error may be passed up after it
 
     def track(self, line: int, text: str) -> None:
         """Any line examined, whether a signature matched it or not: where a traceback's frames are."""
@@ -249,10 +273,11 @@ class FirstFailure:
         asked only for a line that is kept."""
         if any(p.search(text) for p in self.rules.ready):
             self._first.clear()  # it got past them: they were not fatal
-            self._stopping, self._serving = False, True
+            self._stopping, self._serving, self._warning = False, True, None
             return
         if self._stopping:
             return
+        self._see_propagated(line, text, rank_of, before_of)
         header, self._header = self._header, None
         kept = self._first.get("error")
         if header is not None and line == header + 1 and text.strip() and kept is not None and kept.line == header:
@@ -279,6 +304,23 @@ class FirstFailure:
             if kind == "error" and any(p.search(text) for p in self.rules.message_follows):
                 self._header = line
 
+    def _see_propagated(self, line: int, text: str, rank_of: Callable[[], str | None],
+                        before_of: Callable[[], str]) -> None:
+        """A warning is kept aside; a trace of its error soon after makes it a statement of the
+        failure (NCCL's sentence, at its only level above INFO)."""
+        rules = self.rules.propagated
+        if rules is None or self._serving:
+            return
+        if rules.warning.search(text):
+            self._warning = FailureLine("statement", line, text, rank_of(), before_of())
+            return
+        warning = self._warning
+        if warning is not None and 0 < line - warning.line <= rules.within and rules.trace.search(text):
+            self._warning = None
+            kept = self._first.get("statement")
+            if kept is None or kept.line > warning.line:
+                self._first["statement"] = warning
+
     def _wraps(self, wrapper: str, text: str) -> bool:
         """Whether ``text`` is the line of the exception that the kept ``wrapper`` line wraps."""
         for pattern in self.rules.exception_wrapper:
@@ -299,6 +341,8 @@ class FirstFailure:
     def forget_after(self, line: int) -> None:
         """The program recovered from what it printed after ``line``."""
         self._first = {k: f for k, f in self._first.items() if f.line <= line}
+        if self._warning is not None and self._warning.line > line:
+            self._warning = None
 
     def found(self) -> FailureLine | None:
         return next((self._first[k] for k in KINDS if k in self._first), None)

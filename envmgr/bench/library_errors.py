@@ -94,6 +94,11 @@ class ErrorTable:
         self._names = re.compile(library.names)
         self._speaks_of = re.compile(library.speaks_of)
         self._message = re.compile(_BEFORE + "(" + "|".join(re.escape(t) for t in texts) + ")" + _AFTER)
+        # every tool's words are the library's where the line says it is the library's error
+        # ("CUDA error (flash_fwd_launch_template.h:188): invalid argument", NCCL's "Cuda failure 'invalid argument'")
+        common = sorted(library.common_words & set(self._by_text), key=len, reverse=True)
+        self._own_error = re.compile(rf"(?i:\b{re.escape(library.name)}\s+(?:error|failure)\b)")
+        self._common = re.compile(_BEFORE + "(" + "|".join(re.escape(t) for t in common) + ")" + _AFTER) if common else None
 
     def find(self, text: str) -> LibraryError | None:
         """The error of this library ``text`` reports, if it reports one."""
@@ -103,6 +108,8 @@ class ErrorTable:
         if not self._speaks_of.search(text):
             return None
         message = self._message.search(text)
+        if message is None and self._common is not None and self._own_error.search(text):
+            message = self._common.search(text)
         if message:
             return self._by_text[message.group(1)]
         for match in _CODE.finditer(text):
@@ -113,7 +120,7 @@ class ErrorTable:
     def patterns(self) -> list[re.Pattern[str]]:
         """What a line reporting one of these errors contains, one of them at least (for the
         literal prefilter: not "CUDA" alone, which SGLang prints on every batch line, "cuda graph: True")."""
-        return [self._names, self._message, _CODE]
+        return [self._names, self._message, _CODE, *([self._common] if self._common else [])]
 
 
 def entries(text: str) -> list[dict]:

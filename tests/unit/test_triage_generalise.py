@@ -1716,3 +1716,76 @@ def test_torch_s_cpp_warning_from_a_windows_build_is_a_warning():
     cleaned = clean_line(raw)
     assert cleaned.level == "WARNING" and cleaned.text.startswith("Warning: Loading nvfuser library failed")
     assert triage_text(raw + "\n") == []
+
+
+# Readings from round 31's misses (tuned on it; each wording from its program's source or another public thread)
+
+@pytest.mark.parametrize("log, family, line", [
+    # xformers' FlashAttention-3 (Hopper only) on an RTX 50xx: facebookresearch/xformers#1323 (Windows), #1329
+    ("CUDA error (C:/a/xformers/xformers/third_party/flash-attention/hopper\\flash_fwd_launch_template.h:188): "
+     "invalid argument\n", "attention_backend_unsupported", 1),
+    ("Requested to load WAN21\nCUDA error (/workspace/xfrm2/third_party/flash-attention/hopper/flash_fwd_launch_template.h:188): "
+     "no kernel image is available for execution on the device\n", "attention_backend_unsupported", 2),
+    # torch's DataLoader worker killed by SIGBUS (torch/csrc/DataLoader.cpp), the older message without its shm hint
+    ("    _error_if_any_worker_fails()\nRuntimeError: DataLoader worker (pid 56) is killed by signal: Bus error. Details "
+     "are lost due to multiprocessing. Rerunning with num_workers=0 may give better error trace.\n", "shm_too_small", 2),
+    # Go's runtime on a fatal signal in C code (runtime/signal_unix.go, sigtab_linux_generic.go)
+    ("yay v13.0.1 - libalpm v16.0.1\nSIGSEGV: segmentation violation\nPC=0x121d813d8 m=0 sigcode=1 addr=0x1000000cd\n"
+     "signal arrived during cgo execution\n", "unclassified_failure", 2),
+    ("SIGTRAP: trace trap\nsignal arrived during cgo execution\n", "unclassified_failure", 1),
+    # Open MPI's runtime and PMIx (PMIX_ERROR_LOG, PRTE_ERROR_LOG, Open MPI 4's ORTE_ERROR_LOG)
+    ("[node01:12345] PMIX ERROR: UNREACHABLE in file server/pmix_server.c at line 2795\n", "unclassified_failure", 1),
+    ("[gpu1:01234] ORTE_ERROR_LOG: Not found in file ess_hnp_module.c at line 328\n", "unclassified_failure", 1),
+    # SGLang's health check (sglang/srt/entrypoints/http_server.py health_generate), its level unprinted
+    ("[2025-10-15 10:47:27] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. "
+     "tic start time: 10:47:07. last_heartbeat time: 09:44:42\n", "unclassified_failure", 1),
+    # an NCCL warning whose error NCCL passes up (NCCLCHECK's trace, src/include/checks.h): its words name it
+    ("node1:1234:5678 [0] misc/ibvwrap.cc:262 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument\n"
+     "node1:1234:5678 [0] NCCL INFO transport/net_ib.cc:1043 -> 2\nnode1:1234:5678 [0] NCCL INFO transport/net.cc:837 -> 2\n",
+     "nccl_error", 1),
+    # a line that says it is CUDA's error carries CUDA's message in every tool's words too (ollama#1289)
+    ("CUDA error 801 at /go/src/github.com/jmorganca/ollama/llm/llama.cpp/gguf/ggml-cuda.cu:5661: operation not supported\n",
+     "unclassified_failure", 1),
+])
+def test_round_31_s_readings_name_the_failure_at_its_line(log, family, line):
+    finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
+    assert (finding.id, finding.line) == (family, line)
+
+
+def test_sglang_s_health_check_failing_while_it_serves_is_the_server_s_failure():
+    log = ("[2025-10-15 09:40:01] The server is fired up and ready to roll!\n"
+           "[2025-10-15 09:41:00] INFO:     10.0.0.5:51234 - \"GET /health HTTP/1.1\" 200 OK\n"
+           "[2025-10-15 10:47:27] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. "
+           "tic start time: 10:47:07. last_heartbeat time: 09:44:42\n")
+    [finding] = triage_text(log)
+    assert (finding.id, finding.line, finding.values["kind"]) == ("unclassified_failure", 3, "error")
+
+
+def test_a_cuda_error_s_common_words_are_read_only_where_the_line_says_it_is_cuda_s():
+    [finding] = triage_text("CUDA error (/src/kernel.cu:12): invalid argument\n")
+    assert finding.values["cuda_error"] == "cudaErrorInvalidValue"
+    # a path under the toolkit that is not found is no CUDA error
+    assert triage_text("ls: /usr/local/cuda/lib64/libcupti.so: file not found\n") == []
+
+
+@pytest.mark.parametrize("log", [
+    # NCCL warns and goes on (no libibverbs: sockets): no trace of an error passed up
+    "host:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\nhost:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>\n",
+    # a proxy service thread's warnings at a communicator's teardown, traced (deepseek-ai/DeepEP#41)
+    "h:2374:2994 [0] proxy.cc:1458 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable\n"
+    "h:2374:2994 [0] NCCL INFO misc/socket.cc:826 -> 3\n",
+    # a trace too far from the warning is another call's
+    "h:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\nh:1:1 [0] NCCL INFO a\nh:1:1 [0] NCCL INFO b\n"
+    "h:1:1 [0] NCCL INFO c\nh:1:1 [0] NCCL INFO d\nh:1:1 [0] NCCL INFO transport/net.cc:837 -> 2\n",
+    # Go's runtime asked to stop is no crash
+    "SIGTERM: termination\nPC=0x46c3c1 m=0 sigcode=0\n",
+])
+def test_what_round_31_s_readings_leave_alone_stays_quiet(log):
+    assert triage_text(log) == []
+
+
+def test_the_names_of_what_a_structured_line_is_about_name_no_family():
+    line = ('E0114 22:32:39.849988   14067 kuberuntime_manager.go:1323] "Failed to prepare dynamic resources" '
+            'err="prepare dynamic resources: DRA driver gpu.nvidia.com is not registered" pod="default/nccl-allreduce-0"\n')
+    [finding] = triage_text(line)
+    assert finding.id == "unclassified_failure"
