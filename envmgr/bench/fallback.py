@@ -194,12 +194,18 @@ class FallbackRules(BaseModel):
         return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready, *self.fatal,
                 *self.stop, *self.ignored_exception, *errors, *frames, *propagated]
 
+    def _handled_quietly(self, text: str, level: str | None) -> bool:
+        """A line at a quiet level that says the program handled what it quotes (FlashInfer's
+        autotuner: "WARNING - ... Skipping tactic ... due to failure while profiling: ... Assertion failed")."""
+        return (level or "").upper() in self.quiet_levels and any(p.search(text) for p in self.handled)
+
     def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
         """The kind of failure this line states, if any. ``serving``: the server was ready, so
         an error line is one request's (a 404 for an unknown model), not the server's."""
         if any(p.search(text) for p in self.exception):
             return "exception"
-        if not serving and ((level or "").upper() in self.levels or any(p.search(text) for p in self.error)):
+        if not serving and ((level or "").upper() in self.levels or (
+                any(p.search(text) for p in self.error) and not self._handled_quietly(text, level))):
             return "error"
         if serving and any(p.search(text) for p in self.fatal):
             return "error"

@@ -376,6 +376,9 @@ PREFIXES = (
     re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+-\s+[\w.]+\s+-\s+(?P<level>[A-Z]+)\s+-\s+"),
     # the same without the time or without the name ("distributed.utils - ERROR - ", dask's; "%(asctime)s - %(levelname)s - ")
     re.compile(rf"^(?:\d{{4}}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?|[\w.]+)\s+-\s+(?P<level>{LEVEL}|FATAL)\s+-\s+"),
+    # HAMi-core, the vGPU layer under a pod's CUDA (its LOG_ERROR / LOG_WARN / LOG_INFO / LOG_DEBUG / LOG_MSG,
+    # src/include/log_utils.h): "[HAMI-core ERROR (pid:565 thread=1402 file.c:831)]: ", "[HAMI-core Warn(565:1402:file.c:99)]: "
+    re.compile(r"^\[HAMI-core (?P<level>ERROR|Warn|Info|Debug|Msg) ?\([^)]*\)\]:\s*"),
     # NVIDIA's profilers and tools (Nsight Compute's ncu, Nsight Systems): "==ERROR== ", "==WARNING== "
     re.compile(r"^==(?P<level>ERROR|WARNING|Error|Warning)==\s*"),
     re.compile(r"^\[(?P<inner>(?:\d{4}-\d\d-\d\d[ T][\d:.,]+)?(?:\s*(?:DP|TP|EP|PP|CP|ATTN_TP"
@@ -486,6 +489,7 @@ def clean_line(raw: str) -> CleanLine:
                 level = match.groupdict().get("level") or GLOG_LEVELS.get(match.groupdict().get("glog") or "") or level
                 text = text[match.end():]
                 changed = prefixed = True
+                break  # the next prefix is looked for from the first (most specific) again
     for suffix in SUFFIXES:
         text = suffix.sub("", text)
     wrapped = MARKDOWN_WRAP.match(text.strip())

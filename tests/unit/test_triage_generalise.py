@@ -1790,3 +1790,53 @@ def test_the_names_of_what_a_structured_line_is_about_name_no_family():
             'err="prepare dynamic resources: DRA driver gpu.nvidia.com is not registered" pod="default/nccl-allreduce-0"\n')
     [finding] = triage_text(line)
     assert finding.id == "unclassified_failure"
+
+
+# Readings from round 32's misses (tuned on it; each wording from its program's source or another public thread)
+
+@pytest.mark.parametrize("log, family, line", [
+    # diffusers' LoRA loader without its PEFT backend (diffusers/loaders/lora_pipeline.py)
+    ("[diffusion] could not fetch 'qwen-360': ValueError: PEFT backend is required for this method.\n",
+     "feature_package_missing", 1),
+    # nvidia-smi -q's Fabric section on an NVSwitch host whose fabric manager never registered the GPU
+    ("    Fabric\n        State                             : Not Started\n        Status                            : N/A\n",
+     "fabric_manager_not_running", 2),
+    # DeepEP's kernel timeout before its trap (csrc/kernels/intranode.cu)
+    ("DeepEP timeout for dispatch receivers, rank 3, responsible_channel = 1, tokens remained: 24\n",
+     "unclassified_failure", 1),
+    # the kernel driver refusing a GPU its branch does not support (kernel-open/nvidia/nv.c)
+    ("[ 2288.712311] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1292)\n"
+     "[ 2288.712311] NVRM: installed in this system is not supported by the 304.116\n"
+     "[ 2288.712320] nvidia: probe of 0000:01:00.0 failed with error -1\n", "unclassified_failure", 1),
+    # HAMi-core's log prefix gives its level (src/include/log_utils.h LOG_ERROR)
+    ("[HAMI-core ERROR (pid:12 thread=139 memory.c:582)]: cuMemCreate failed: invalid device 7\n", "unclassified_failure", 1),
+    # HAMi-core's vGPU memory limit, its prefix stripped (src/allocator/allocator.c oom_check)
+    ("[HAMI-core ERROR (pid:7 thread=140 allocator.c:49)]: Device 0 OOM 3171158016 / 3145728000\n", "cuda_oom", 1),
+])
+def test_round_32_s_readings_name_the_failure_at_its_line(log, family, line):
+    finding = triage_text(log)[0]
+    assert (finding.id, finding.line) == (family, line)
+
+
+@pytest.mark.parametrize("log", [
+    # nvidia-installer's ERROR for dkms's exit when the module is already the kernel's (dkms's sanity check)
+    "ERROR: Failed to run `/usr/sbin/dkms install --no-depmod -m nvidia -v 525.116.04 -k 4.18.0-477.21.1.el8_8.x86_64`:\n"
+    "nvidia.ko.xz:\nRunning module version sanity check.\nModule version 525.116.04 for nvidia.ko.xz\n"
+    "exactly matches what is already found in kernel 4.18.0-477.21.1.el8_8.x86_64.\nDKMS will not replace this module.\n",
+    # a warning that says it skipped what it quotes (FlashInfer's autotuner)
+    "2025-11-11 06:41:27,319 - WARNING - autotuner.py:485 - flashinfer.jit: [Autotuner]: Skipping tactic 15, due to "
+    "failure while profiling: [TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped gemm.\n",
+    # a healthy fabric, and any other tool's state line
+    "    Fabric\n        State                             : Completed\n        Status                            : Success\n",
+    "State: In Progress\n",
+    # HAMi-core's warning
+    "[HAMI-core Warn(11:139:utils.c:183)]: Kick dead proc 5\n",
+])
+def test_what_round_32_s_readings_leave_alone_stays_quiet(log):
+    assert triage_text(log) == []
+
+
+def test_a_prefix_after_another_is_looked_for_from_the_most_specific_again():
+    # Ray's worker prefix, then Python logging's "time - LEVEL - ": the time is not taken alone first
+    cleaned = clean_line("(Worker_PP0 pid=38385) 2025-11-11 06:41:27,319 - WARNING - autotuner.py:485 - flashinfer.jit: x")
+    assert (cleaned.level, cleaned.text) == ("WARNING", "autotuner.py:485 - flashinfer.jit: x")
