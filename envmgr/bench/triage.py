@@ -440,6 +440,11 @@ PREFIXES = (
     re.compile(rf"^\[(?:\d\d/\d\d/\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s+(?:[\w.-]+/)?(?P<level>{LEVEL}|FATAL)\s+"),
     # logfmt (Go's slog, logrus: Ollama, the container toolkit): 'time=... level=ERROR source=x.go:1 msg='
     re.compile(rf"^(?:time=\S+ )?level=(?P<level>{LEVEL}|error|warning|warn|info|debug|fatal) (?:source=\S+ )?msg="),
+    # BuildKit's plain progress (docker build): "#12 76.00 " or, copied from its console view, "76.00 ": the
+    # step's seconds to four significant digits (0.092, 3.020, 52.30, 132.3), then the step's output
+    re.compile(r"^(?:#\d+ )?(?:\d\.\d{3}|\d\d\.\d\d|\d{3}\.\d|\d{4}\.) +(?=\S)"),
+    # a C/C++ tool's own warning line ("warning: failed to mlock ...", llama.cpp's LLAMA_LOG_WARN; gcc's "warning: ")
+    re.compile(r"^(?P<level>[Ww]arning):\s+"),
     # a bare timestamp, last (any prefix above that begins with one is more specific): `docker logs
     # --timestamps` ("2024-02-09T17:32:34.123456789Z "), Docker Desktop's log view ("2024-02-09 17:32:34 ")
     re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"),

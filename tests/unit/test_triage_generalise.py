@@ -1840,3 +1840,36 @@ def test_a_prefix_after_another_is_looked_for_from_the_most_specific_again():
     # Ray's worker prefix, then Python logging's "time - LEVEL - ": the time is not taken alone first
     cleaned = clean_line("(Worker_PP0 pid=38385) 2025-11-11 06:41:27,319 - WARNING - autotuner.py:485 - flashinfer.jit: x")
     assert (cleaned.level, cleaned.text) == ("WARNING", "autotuner.py:485 - flashinfer.jit: x")
+
+
+# Readings from round 33's misses (tuned on it; each wording from its program's source or another public thread)
+
+@pytest.mark.parametrize("log, family, line", [
+    # BuildKit's step seconds before a compiler's error line (docker build's plain progress, four significant digits)
+    ("#14 132.3 /src/flash_fwd.cu(42): error: identifier \"__nv_bfloat162\" is undefined\n", "unclassified_failure", 1),
+    ("2.272 CMake Error at ggml/src/ggml-cuda/CMakeLists.txt:65 (message):\n2.272   Compute capability 121 used\n",
+     "unclassified_failure", 2),
+    # pytest's short test summary (src/_pytest/terminal.py)
+    ("=========================== short test summary info ============================\n"
+     "FAILED tests/kernels/test_moe.py::test_fused_moe[64-128] - AssertionError: Tensor-likes are not close!\n",
+     "unclassified_failure", 2),
+])
+def test_round_33_s_readings_name_the_failure_at_its_line(log, family, line):
+    finding = triage_text(log)[0]
+    assert (finding.id, finding.line) == (family, line)
+
+
+@pytest.mark.parametrize("log", [
+    # Inductor's autotuner: a candidate failed at ERROR, then it takes another (torch/_inductor/select_algorithm.py)
+    "E0912 11:54:57.366000 1121181 torch/_inductor/select_algorithm.py:2100] [7/0] Runtime error during autotuning:\n"
+    "E0912 11:54:57.366000 1121181 torch/_inductor/select_algorithm.py:2100] [7/0] No valid triton configs. "
+    "OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: 101376.\n"
+    "E0912 11:54:57.366000 1121181 torch/_inductor/select_algorithm.py:2100] [7/0] Ignoring this choice.\n",
+    # a C tool's own warning that it could not lock memory, then goes on (llama.cpp's LLAMA_LOG_WARN)
+    "warning: failed to mlock 139264000-byte buffer (after previously locking 0 bytes): Cannot allocate memory\n"
+    "Try increasing RLIMIT_MLOCK ('ulimit -l' as root).\n",
+    # pytest's summary of tests that passed; a number that is no BuildKit step time
+    "PASSED tests/kernels/test_moe.py::test_fused_moe[64-128]\n22.5 GiB KV cache is needed\n",
+])
+def test_what_round_33_s_readings_leave_alone_stays_quiet(log):
+    assert triage_text(log) == []
