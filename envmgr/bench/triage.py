@@ -491,7 +491,8 @@ def clean_line(raw: str) -> CleanLine:
                     continue  # "[]" is content, not a prefix
                 ranks = RANK_TOKEN.findall(inner)
                 rank = " ".join(ranks) if ranks else rank
-                level = match.groupdict().get("level") or GLOG_LEVELS.get(match.groupdict().get("glog") or "") or level
+                level = ((match.groupdict().get("level") or "").upper()  # "Warn", "error": one spelling
+                         or GLOG_LEVELS.get(match.groupdict().get("glog") or "") or level)
                 text = text[match.end():]
                 changed = prefixed = True
                 break  # the next prefix is looked for from the first (most specific) again
