@@ -28,9 +28,11 @@ from envmgr.datafiles import load_shipped, parse_yaml
 
 HERE = Path(__file__).parent
 # a code after an error word, as the last of its clause ("err: 999", "failure: 3", nvdiffrast's
-# "Cuda error: 700[cudaLaunchKernel(...)]" with the call after it), not a count ("failed 3 times");
+# "Cuda error: 700[cudaLaunchKernel(...)]" with the call after it, LAMMPS's "Cuda driver error 804 in
+# call at file ..."), not a count ("failed 3 times") nor the kernel's page-fault code ("segfault at ...
+# error 4 in libcuda.so");
 # not after "code" (the prefilter would find it in every "Decode batch" line)
-_CODE = re.compile(r"(?i)\b(?:err(?:or)?|fail(?:ed|ure)?|returned|result)\b\W{0,3}(\d{1,3})(?=$|[:),.;\]\"'\[]|\s*\()")
+_CODE = re.compile(r"(?i)\b(?:err(?:or)?|fail(?:ed|ure)?|returned|result)\b\W{0,3}(\d{1,3})(?=$|[:),.;\]\"'\[]|\s*\(|\s+in call\b)")
 # a message as a message: after a colon, an error word, a bracket or a quote, and where it ends
 _BEFORE = r"(?:[:=(\[\"']\s*|\b(?:error|failure|failed)\s+)"
 _AFTER = r"(?=$|[.)\]\"',;]|\s+[^a-z\s])"

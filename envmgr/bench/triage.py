@@ -440,6 +440,11 @@ PREFIXES = (
     re.compile(rf"^\[(?:\d\d/\d\d/\d\d )?\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s+(?:[\w.-]+/)?(?P<level>{LEVEL}|FATAL)\s+"),
     # logfmt (Go's slog, logrus: Ollama, the container toolkit): 'time=... level=ERROR source=x.go:1 msg='
     re.compile(rf"^(?:time=\S+ )?level=(?P<level>{LEVEL}|error|warning|warn|info|debug|fatal) (?:source=\S+ )?msg="),
+    # Slurm's own error lines, and a plugin's after them ("slurmstepd: error: pyxis:     [ERROR] ...",
+    # src/common/log.c: "%s: error: %s" with the program's name)
+    re.compile(r"^(?:slurmstepd|slurmd|srun|sbatch|salloc)(?:\[\d+\])?: (?P<level>error|fatal): (?:pyxis: +)?"),
+    # the kubelet's container log files (/var/log/pods: CRI's "<RFC 3339 time> <stream> <P|F> <line>")
+    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] "),
     # BuildKit's plain progress (docker build): "#12 76.00 " or, copied from its console view, "76.00 ": the
     # step's seconds to four significant digits (0.092, 3.020, 52.30, 132.3), then the step's output
     re.compile(r"^(?:#\d+ )?(?:\d\.\d{3}|\d\d\.\d\d|\d{3}\.\d|\d{4}\.) +(?=\S)"),
@@ -459,7 +464,7 @@ GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO", "D": "DE
 SUFFIXES = (re.compile(r"\s*\[repeated \d+x across cluster\]$"),)
 # an issue's Markdown around a whole pasted line: "**AttributeError: ...**", "`Error: ...`" (a
 # backtick inside a wording, TGI's "`inputs` tokens + ...", stays)
-MARKDOWN_WRAP = re.compile(r"^(\*\*|`{1,3})(?=\S)(?P<inner>[^`]*?\S)\1$")
+MARKDOWN_WRAP = re.compile(r"^(\*\*|`{1,3})(?=[^\s*])(?P<inner>[^`]*?[^\s*])\1$")  # not Slurm's "*** JOB ... ***"
 # rich's boxes around tracebacks and panels ("│ ... │", "╭──╮"): framing, not text. (A literal
 # a box character splits in the raw line is not found by the prefilter; never seen.)
 BOX = re.compile(r"[\u2500-\u257f]+")

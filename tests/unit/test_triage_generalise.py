@@ -1874,3 +1874,67 @@ def test_round_33_s_readings_name_the_failure_at_its_line(log, family, line):
 ])
 def test_what_round_33_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
+
+
+# Readings from round 34's misses (tuned on it; each wording from its program's source or another public thread)
+
+@pytest.mark.parametrize("log, family, line", [
+    # no libnvidia-container for Enroot's hook under Pyxis (enroot conf/hooks/98-nvidia.sh), behind Slurm's prefix
+    ("slurmstepd: error: pyxis: printing enroot log file:\nslurmstepd: error: pyxis:     [ERROR] Command not found: "
+     "nvidia-container-cli, see https://github.com/NVIDIA/libnvidia-container\n", "container_toolkit_missing", 2),
+    # Inductor without Triton (torch/_inductor/exc.py TritonMissing)
+    ("torch._inductor.exc.TritonMissing: Cannot find a working triton installation. Either the package is not installed "
+     "or it is too old.\n", "feature_package_missing", 1),
+    # nccl-tests' own checks (src/common.h), and a caller's [NCCL ERROR]
+    ("node7: Test NCCL failure common.cu:1005 'unhandled system error / '\n .. node7 pid 1234: Test failure common.cu:891\n",
+     "nccl_error", 1),
+    ("[NCCL ERROR]: unhandled cuda error\nterminate called after throwing an instance of 'std::runtime_error'\n",
+     "nccl_error", 1),
+    ("node1: Test CUDA failure common.cu:941 'invalid device ordinal'\n", "not_enough_gpus", 1),
+    # Kokkos built for another GPU (core/src/Cuda/Kokkos_Cuda_Instance.cpp)
+    ("Kokkos::Cuda::initialize ERROR: likely mismatch of architecture\n[gpu4:1] *** Process received signal ***\n",
+     "no_kernel_image", 1),
+    # a CUDA driver error code before "in call" (LAMMPS's geryon): 804 is forward compatibility's
+    ("Cuda driver error 804 in call at file '/opt/lammps/lib/gpu/geryon/nvd_device.h' in line 333.\n",
+     "forward_compat_unsupported", 1),
+    # the kubelet's CRI log framing before a Python exception
+    ("2026-06-17T19:51:53.290692479+02:00 stderr F AttributeError: 'NoneType' object has no attribute 'shape'\n",
+     "unclassified_failure", 1),
+    # libstdc++'s terminate message, glued to the line a program left open
+    ("Loading model from \"m.model\" ...terminate called after throwing an instance of 'c10::Error'\n"
+     "  what():  PytorchStreamReader failed locating file constants.pkl: file not found\n", "unclassified_failure", 1),
+    ("  what():  std::bad_array_new_length\n", "unclassified_failure", 1),
+    # ComfyUI's error report
+    ("- **Exception Type:** ValueError\n- **Exception Message:** Unsupported GPU architecture 61.\n",
+     "unclassified_failure", 2),
+])
+def test_round_34_s_readings_name_the_failure_at_its_line(log, family, line):
+    finding = triage_text(log)[0]
+    assert (finding.id, finding.line) == (family, line)
+
+
+@pytest.mark.parametrize("log", [
+    # the kernel's page-fault code is no CUDA error code, and a segfault report is its own finding, not CUDA's
+    "koboldcpp[96830]: segfault at 215003fcc ip 00007f78774f9c97 sp 00007f69217f67f0 error 4 in libcuda.so.\n",
+])
+def test_a_kernel_segfault_s_error_code_is_no_cuda_error(log):
+    [finding] = triage_text(log)
+    assert finding.id == "unclassified_failure" and "cuda_error" not in finding.values
+
+
+def test_slurm_s_own_banner_keeps_its_stars():
+    cleaned = clean_line("slurmstepd: error: *** JOB 494583 ON node1 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***")
+    assert (cleaned.level, cleaned.text) == ("ERROR", "*** JOB 494583 ON node1 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***")
+
+
+@pytest.mark.parametrize("log, family, values", [
+    # named by their own wordings now, not only by a fallback's words: NCCL's text is the message
+    ("node7: Test NCCL failure common.cu:1005 'unhandled system error / '\n", "nccl_error",
+     {"nccl_message": "unhandled system error"}),
+    ("[NCCL ERROR]: invalid usage\n", "nccl_error", {"nccl_message": "invalid usage"}),
+    ("torch._inductor.exc.TritonMissing: Cannot find a working triton installation.\n", "feature_package_missing", {}),
+])
+def test_round_34_s_wordings_name_the_family_themselves(log, family, values):
+    finding = triage_text(log)[0]
+    assert finding.id == family and "named_by" not in finding.values
+    assert all(finding.values.get(k) == v for k, v in values.items())
