@@ -1722,7 +1722,7 @@ def test_torch_s_cpp_warning_from_a_windows_build_is_a_warning():
 
 # Readings from round 31's misses (tuned on it; each wording from its program's source or another public thread)
 
-@pytest.mark.parametrize("log, family, line", [
+ROUND_31_NAMED = [
     # xformers' FlashAttention-3 (Hopper only) on an RTX 50xx: facebookresearch/xformers#1323 (Windows), #1329
     ("CUDA error (C:/a/xformers/xformers/third_party/flash-attention/hopper\\flash_fwd_launch_template.h:188): "
      "invalid argument\n", "attention_backend_unsupported", 1),
@@ -1748,10 +1748,7 @@ def test_torch_s_cpp_warning_from_a_windows_build_is_a_warning():
     # a line that says it is CUDA's error carries CUDA's message in every tool's words too (ollama#1289)
     ("CUDA error 801 at /go/src/github.com/jmorganca/ollama/llm/llama.cpp/gguf/ggml-cuda.cu:5661: operation not supported\n",
      "unclassified_failure", 1),
-])
-def test_round_31_s_readings_name_the_failure_at_its_line(log, family, line):
-    finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
-    assert (finding.id, finding.line) == (family, line)
+]
 
 
 def test_sglang_s_health_check_failing_while_it_serves_is_the_server_s_failure():
@@ -1770,7 +1767,7 @@ def test_a_cuda_error_s_common_words_are_read_only_where_the_line_says_it_is_cud
     assert triage_text("ls: /usr/local/cuda/lib64/libcupti.so: file not found\n") == []
 
 
-@pytest.mark.parametrize("log", [
+ROUND_31_QUIET = [
     # NCCL warns and goes on (no libibverbs: sockets): no trace of an error passed up
     "host:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\nhost:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>\n",
     # a proxy service thread's warnings at a communicator's teardown, traced (deepseek-ai/DeepEP#41)
@@ -1781,9 +1778,7 @@ def test_a_cuda_error_s_common_words_are_read_only_where_the_line_says_it_is_cud
     "h:1:1 [0] NCCL INFO c\nh:1:1 [0] NCCL INFO d\nh:1:1 [0] NCCL INFO transport/net.cc:837 -> 2\n",
     # Go's runtime asked to stop is no crash
     "SIGTERM: termination\nPC=0x46c3c1 m=0 sigcode=0\n",
-])
-def test_what_round_31_s_readings_leave_alone_stays_quiet(log):
-    assert triage_text(log) == []
+]
 
 
 def test_the_names_of_what_a_structured_line_is_about_name_no_family():
@@ -1795,7 +1790,7 @@ def test_the_names_of_what_a_structured_line_is_about_name_no_family():
 
 # Readings from round 32's misses (tuned on it; each wording from its program's source or another public thread)
 
-@pytest.mark.parametrize("log, family, line", [
+ROUND_32_NAMED = [
     # diffusers' LoRA loader without its PEFT backend (diffusers/loaders/lora_pipeline.py)
     ("[diffusion] could not fetch 'qwen-360': ValueError: PEFT backend is required for this method.\n",
      "feature_package_missing", 1),
@@ -1813,13 +1808,10 @@ def test_the_names_of_what_a_structured_line_is_about_name_no_family():
     ("[HAMI-core ERROR (pid:12 thread=139 memory.c:582)]: cuMemCreate failed: invalid device 7\n", "unclassified_failure", 1),
     # HAMi-core's vGPU memory limit, its prefix stripped (src/allocator/allocator.c oom_check)
     ("[HAMI-core ERROR (pid:7 thread=140 allocator.c:49)]: Device 0 OOM 3171158016 / 3145728000\n", "cuda_oom", 1),
-])
-def test_round_32_s_readings_name_the_failure_at_its_line(log, family, line):
-    finding = triage_text(log)[0]
-    assert (finding.id, finding.line) == (family, line)
+]
 
 
-@pytest.mark.parametrize("log", [
+ROUND_32_QUIET = [
     # nvidia-installer's ERROR for dkms's exit when the module is already the kernel's (dkms's sanity check)
     "ERROR: Failed to run `/usr/sbin/dkms install --no-depmod -m nvidia -v 525.116.04 -k 4.18.0-477.21.1.el8_8.x86_64`:\n"
     "nvidia.ko.xz:\nRunning module version sanity check.\nModule version 525.116.04 for nvidia.ko.xz\n"
@@ -1832,9 +1824,7 @@ def test_round_32_s_readings_name_the_failure_at_its_line(log, family, line):
     "State: In Progress\n",
     # HAMi-core's warning
     "[HAMI-core Warn(11:139:utils.c:183)]: Kick dead proc 5\n",
-])
-def test_what_round_32_s_readings_leave_alone_stays_quiet(log):
-    assert triage_text(log) == []
+]
 
 
 def test_a_prefix_after_another_is_looked_for_from_the_most_specific_again():
@@ -1845,7 +1835,7 @@ def test_a_prefix_after_another_is_looked_for_from_the_most_specific_again():
 
 # Readings from round 33's misses (tuned on it; each wording from its program's source or another public thread)
 
-@pytest.mark.parametrize("log, family, line", [
+ROUND_33_NAMED = [
     # BuildKit's step seconds before a compiler's error line (docker build's plain progress, four significant digits)
     ("#14 132.3 /src/flash_fwd.cu(42): error: identifier \"__nv_bfloat162\" is undefined\n", "unclassified_failure", 1),
     ("2.272 CMake Error at ggml/src/ggml-cuda/CMakeLists.txt:65 (message):\n2.272   Compute capability 121 used\n",
@@ -1854,13 +1844,10 @@ def test_a_prefix_after_another_is_looked_for_from_the_most_specific_again():
     ("=========================== short test summary info ============================\n"
      "FAILED tests/kernels/test_moe.py::test_fused_moe[64-128] - AssertionError: Tensor-likes are not close!\n",
      "unclassified_failure", 2),
-])
-def test_round_33_s_readings_name_the_failure_at_its_line(log, family, line):
-    finding = triage_text(log)[0]
-    assert (finding.id, finding.line) == (family, line)
+]
 
 
-@pytest.mark.parametrize("log", [
+ROUND_33_QUIET = [
     # Inductor's autotuner: a candidate failed at ERROR, then it takes another (torch/_inductor/select_algorithm.py)
     "E0912 11:54:57.366000 1121181 torch/_inductor/select_algorithm.py:2100] [7/0] Runtime error during autotuning:\n"
     "E0912 11:54:57.366000 1121181 torch/_inductor/select_algorithm.py:2100] [7/0] No valid triton configs. "
@@ -1871,14 +1858,12 @@ def test_round_33_s_readings_name_the_failure_at_its_line(log, family, line):
     "Try increasing RLIMIT_MLOCK ('ulimit -l' as root).\n",
     # pytest's summary of tests that passed; a number that is no BuildKit step time
     "PASSED tests/kernels/test_moe.py::test_fused_moe[64-128]\n22.5 GiB KV cache is needed\n",
-])
-def test_what_round_33_s_readings_leave_alone_stays_quiet(log):
-    assert triage_text(log) == []
+]
 
 
 # Readings from round 34's misses (tuned on it; each wording from its program's source or another public thread)
 
-@pytest.mark.parametrize("log, family, line", [
+ROUND_34_NAMED = [
     # no libnvidia-container for Enroot's hook under Pyxis (enroot conf/hooks/98-nvidia.sh), behind Slurm's prefix
     ("slurmstepd: error: pyxis: printing enroot log file:\nslurmstepd: error: pyxis:     [ERROR] Command not found: "
      "nvidia-container-cli, see https://github.com/NVIDIA/libnvidia-container\n", "container_toolkit_missing", 2),
@@ -1907,10 +1892,7 @@ def test_what_round_33_s_readings_leave_alone_stays_quiet(log):
     # ComfyUI's error report
     ("- **Exception Type:** ValueError\n- **Exception Message:** Unsupported GPU architecture 61.\n",
      "unclassified_failure", 2),
-])
-def test_round_34_s_readings_name_the_failure_at_its_line(log, family, line):
-    finding = triage_text(log)[0]
-    assert (finding.id, finding.line) == (family, line)
+]
 
 
 @pytest.mark.parametrize("log", [
@@ -1938,3 +1920,16 @@ def test_round_34_s_wordings_name_the_family_themselves(log, family, values):
     finding = triage_text(log)[0]
     assert finding.id == family and "named_by" not in finding.values
     assert all(finding.values.get(k) == v for k, v in values.items())
+
+
+# Rounds 31-34's readings, one test for all: each case names its family at its labelled line (root
+# cause first), and what they leave alone stays quiet.
+@pytest.mark.parametrize("log, family, line", ROUND_31_NAMED + ROUND_32_NAMED + ROUND_33_NAMED + ROUND_34_NAMED)
+def test_rounds_31_to_34_s_readings_name_the_failure_at_its_line(log, family, line):
+    finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
+    assert (finding.id, finding.line) == (family, line)
+
+
+@pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET)
+def test_what_rounds_31_to_34_s_readings_leave_alone_stays_quiet(log):
+    assert triage_text(log) == []
