@@ -38,10 +38,10 @@ from envmgr.bench import library_errors
 from envmgr.bench.library_errors import LibraryError
 
 Kind = Literal["exception", "error", "statement", "exit"]
+KINDS: tuple[Kind, ...] = ("exception", "error", "statement", "exit")  # in order of preference
 # The names of what a line is about, in a structured log's fields (klog's and logfmt's
 # pod="default/nccl-test-worker-0"): users choose them, so their words name no family.
 _NAMED_THINGS = re.compile(r'(?i)\b(?:pod|node|namespace|container|claim|job|deployment|service|replica)="[^"]*"')
-KINDS: tuple[Kind, ...] = ("exception", "error", "statement", "exit")  # in order of preference
 
 
 def _compile_all(raw: Any) -> list[re.Pattern[str]]:
@@ -103,7 +103,7 @@ class FallbackRules(BaseModel):
     message_follows: list[re.Pattern[str]] = []  # an error line whose message is the next line
     exit: list[re.Pattern[str]] = Field(min_length=1)  # with a group `code`: 0 is no failure
     ready: list[re.Pattern[str]] = Field(min_length=1)
-    # an error line that is the server's, not one request's, even once it serves: it says so
+    # an error line that is the server's, not one request's, even once it serves (before it too): it says so
     fatal: list[re.Pattern[str]] = []
     stop: list[re.Pattern[str]] = Field(min_length=1)
     # a line that says the exception after it was caught and is harmless ("Exception ignored in")
@@ -194,29 +194,35 @@ class FallbackRules(BaseModel):
         return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready, *self.fatal,
                 *self.stop, *self.ignored_exception, *errors, *frames, *propagated]
 
-    def _handled_quietly(self, text: str, level: str | None) -> bool:
-        """A line at a quiet level that says the program handled what it quotes (FlashInfer's
-        autotuner: "WARNING - ... Skipping tactic ... due to failure while profiling: ... Assertion failed")."""
-        return (level or "").upper() in self.quiet_levels and any(p.search(text) for p in self.handled)
+    def _handled(self, text: str) -> bool:
+        """Whether the line says the program handled what it reports (fell back, skipped, retried)."""
+        return any(p.search(text) for p in self.handled)
 
     def kind_of(self, text: str, level: str | None, serving: bool = False) -> Kind | None:
         """The kind of failure this line states, if any. ``serving``: the server was ready, so
         an error line is one request's (a 404 for an unknown model), not the server's."""
         if any(p.search(text) for p in self.exception):
             return "exception"
-        if not serving and ((level or "").upper() in self.levels or (
-                any(p.search(text) for p in self.error) and not self._handled_quietly(text, level))):
+        if any(p.search(text) for p in self.fatal):  # the server's failure, before it serves and after
             return "error"
-        if serving and any(p.search(text) for p in self.fatal):
+        if serving:
+            return self._exit_kind(text)
+        upper = (level or "").upper()
+        quiet = upper in self.quiet_levels
+        # an error wording quoted at a quiet level by a line that says it was handled is none (FlashInfer's
+        # autotuner: "WARNING - ... Skipping tactic ... due to failure while profiling: ... Assertion failed")
+        if upper in self.levels or (any(p.search(text) for p in self.error) and not (quiet and self._handled(text))):
             return "error"
         # CUDA's or NVML's error, at no quiet level and not handled (a library probe that logs its miss at
         # INFO and goes on; NCCL's "NCCL INFO ... Cuda failure" of a call it ignores)
-        if (not serving and (level or "").upper() not in self.quiet_levels and self.library_error_of(text)
-                and not any(p.search(text) for p in self.handled)):
+        if not quiet and self.library_error_of(text) and not self._handled(text):
             return "error"
-        if (not serving and (level or "").upper() not in self.quiet_levels
-                and any(p.search(text) for p in self.statement) and not any(p.search(text) for p in self.handled)):
+        if not quiet and any(p.search(text) for p in self.statement) and not self._handled(text):
             return "statement"
+        return self._exit_kind(text)
+
+    def _exit_kind(self, text: str) -> Kind | None:
+        """"exit" where the line reports a process that exited with a failing code."""
         for pattern in self.exit:
             match = pattern.search(text)
             if match and _failed(match.group("code")):
