@@ -19,7 +19,8 @@ kind, the first such line since the server was last ready:
 - ``exit``: a process that exited with a non-zero code.
 
 The finding is the first exception, else the first error line, else the first statement,
-else the first exit. A ready
+else the first exit; but where the exception only says a build command failed (``build_failed``:
+ninja's CalledProcessError), the build's own error line before it is the failure. A ready
 line clears what came before it (a caught traceback during start-up is not the failure), and
 after it an error line is one request's (a 404), not the server's: only an exception or an
 exit counts then. Once a shutdown was asked for (``SIGTERM received``), what follows is the
@@ -112,6 +113,9 @@ class FallbackRules(BaseModel):
     # (Ray's "RayTaskError(ModuleNotFoundError): ray::Actor.fit() ..."): the wrapped exception's
     # own line, printed after it, says what failed
     exception_wrapper: list[re.Pattern[str]] = []
+    # an exception that says only that a build command failed (subprocess's CalledProcessError for
+    # ninja, torch's "Error building extension"): the build's own error line, printed before it, is the failure
+    build_failed: list[re.Pattern[str]] = []
     traceback: TracebackRules | None = None  # the line that ends a traceback's frames is its exception
     propagated: PropagatedRules | None = None  # a warning whose error the lines after it pass up
     message: str
@@ -133,7 +137,7 @@ class FallbackRules(BaseModel):
                               "and read the lines before it for the call that got it")
 
     @field_validator("exception", "error", "statement", "handled", "message_follows", "exit", "ready", "fatal", "stop",
-                     "ignored_exception", "exception_wrapper", mode="before")
+                     "ignored_exception", "exception_wrapper", "build_failed", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
         return _compile_all(raw)
@@ -262,11 +266,16 @@ class FirstFailure:
         self._skip_exception = False  # the next exception was caught ("Exception ignored in")
         self._header: int | None = None  # the error line kept last says its message is the next line
         self._frame: int | None = None  # the last traceback frame line seen
+        self._frames_from: int | None = None  # the first frame line of the last traceback seen
+        self._exception_frames_from: int | None = None  # the first frame line of the kept exception's traceback
         self._warning: FailureLine | None = None  # the last warning whose error may be passed up after it
 
     def track(self, line: int, text: str) -> None:
         """Any line examined, whether a signature matched it or not: where a traceback's frames are."""
-        if self.rules.traceback and self.rules.traceback.frame.search(text):
+        rules = self.rules.traceback
+        if rules and rules.frame.search(text):
+            if self._frame is None or line - self._frame > rules.within:
+                self._frames_from = line  # a new traceback's frames begin
             self._frame = line
 
     def _after_frame(self, line: int) -> bool:
@@ -313,6 +322,8 @@ class FirstFailure:
             return
         if kind is not None and kind not in self._first:
             self._first[kind] = FailureLine(kind, line, text, rank_of(), before_of())
+            if kind == "exception":
+                self._exception_frames_from = self._frames_from if self._after_frame(line) else None
             if kind == "error" and any(p.search(text) for p in self.rules.message_follows):
                 self._header = line
 
@@ -357,4 +368,12 @@ class FirstFailure:
             self._warning = None
 
     def found(self) -> FailureLine | None:
+        exception, error = self._first.get("exception"), self._first.get("error")
+        if exception is not None and error is not None and any(p.search(exception.text) for p in self.rules.build_failed):
+            # an error line before the build's traceback (not its "Traceback (most recent call last):" line,
+            # which a logger may print as an error): the compiler's error says what failed, the exception
+            # only that the build did
+            begins = self._exception_frames_from - 1 if self._exception_frames_from else exception.line
+            if error.line < begins:
+                return error
         return next((self._first[k] for k in KINDS if k in self._first), None)

@@ -622,10 +622,7 @@ class Triage:
     def feed(self, raw_line: str) -> list[Finding]:
         """Take one log line; return the findings that became certain with it."""
         self._line_no += 1
-        before = self._history[-1] if self._history else None
-        if self._prefilter.may_match(raw_line) or self._message_wanted(self._line_no) or (
-                before is not None and may_continue(before)  # feed_block finds a wording across a wrap too
-                and any(self._prefilter.may_match(before + glue + raw_line) for glue in WRAP_GLUE)):
+        if self._worth_examining(raw_line, self._history[-1] if self._history else None):
             self._examine(raw_line, lambda: reversed(self._history))
         self._history.append(raw_line)
         return self._release(final=False) if self._hits else []
@@ -655,12 +652,22 @@ class Triage:
             self._line_no += block.count(b"\n", at, start) + 1
             end = block.index(b"\n", start)
             raw = block[start:end].decode("utf-8", "replace")
-            self._examine(raw, partial(_lines_before, block, start, before, self.window))
+            if self._worth_examining(raw, next(_lines_before(block, start, before, 1), None)):
+                self._examine(raw, partial(_lines_before, block, start, before, self.window))
             at = end + 1
             if (candidate and may_continue(raw)) or self._message_wanted(self._line_no + 1):
                 follow = at  # as feed does: a line with a needle may go on into the next; a wanted one is seen whatever it says
         self._line_no += block.count(b"\n", at)
         return _last_lines(before, block, self.window)
+
+    def _worth_examining(self, raw: str, before: str | None) -> bool:
+        """Whether the line just counted may state anything: a needle of its own, a wording wrapped
+        into it from the line ``before``, or a line the fallback wants whatever it says. feed and
+        feed_block ask this of the same lines (feed_block's candidates are more: both halves of a
+        wrapped needle, the line after any candidate), so both examine the same ones."""
+        return self._prefilter.may_match(raw) or self._message_wanted(self._line_no) or (
+            before is not None and may_continue(before)
+            and any(self._prefilter.may_match(before + glue + raw) for glue in WRAP_GLUE))
 
     def _message_wanted(self, line_no: int) -> bool:
         """Whether the fallback needs line ``line_no`` whatever it says: a header's message."""
