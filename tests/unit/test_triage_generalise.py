@@ -1975,20 +1975,50 @@ ROUND_35_QUIET = [
 ]
 
 
+# Readings from round 36's misses (tuned on it; each wording from other public threads than the split's)
+
+ROUND_36_NAMED = [
+    # NVRTC refusing -arch for this GPU (cupy#2087)
+    ("cupy.cuda.compiler.CompileException: nvrtc: error: invalid value for --gpu-architecture (-arch)\n",
+     "nvcc_arch_unsupported", 1),
+    # OptiX built with an SDK newer than the driver (lighthouse2#3, EnvGS#4)
+    ("Error at line 124 of c:\\users\\sam\\lib\\rendercore_optix7\\rendercore.cpp:\noptixInit()\n"
+     "OPTIX_ERROR_UNSUPPORTED_ABI_VERSION (7801)\n", "driver_too_old", 3),
+    ("/root/code/EnvGS/optix_tracer/optix_wrapper.cpp:175 Optix Error: 'Unsupported ABI version'\nSegmentation fault\n",
+     "driver_too_old", 1),
+    # Xid 13's out-of-range warp exception where the driver names the process first (gpud#46's form)
+    ("NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, "
+     "SM 0): Out Of Range Address\n", "cuda_illegal_address", 1),
+]
+
+
+def test_an_optix_failure_s_message_and_fix_name_optix():
+    [finding] = triage_text("OPTIX_ERROR_UNSUPPORTED_ABI_VERSION (7801)\n")
+    assert "OptiX" in finding.message and "OptiX SDK" in finding.fix
+    [generic] = triage_text("RuntimeError: The NVIDIA driver on your system is too old (found version 11040).\n")
+    assert "OptiX" not in generic.message + generic.fix  # the OptiX templates ask for its error's text
+
+
+def test_an_xid_13_that_is_no_bad_address_is_no_illegal_address():
+    log = ("NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on "
+           "(GPC 7, TPC 7, SM 0): Illegal Instruction Parameter\n")
+    assert [f.id for f in triage_text(log)] != ["cuda_illegal_address"]
+
+
 def test_a_logger_s_line_that_begins_the_build_s_traceback_is_not_the_compiler_s_error():
     log = "[2025-04-14 15:27:35 TP0] Scheduler hit an exception: " + _NINJA_TRACEBACK
     assert triage_text(log)[0].line == 6  # the CalledProcessError, as before: no compiler's line came before it
 
 
-# Rounds 31-35's readings, one test for all: each case names its family at its labelled line (root
+# Rounds 31-36's readings, one test for all: each case names its family at its labelled line (root
 # cause first), and what they leave alone stays quiet.
 @pytest.mark.parametrize("log, family, line", ROUND_31_NAMED + ROUND_32_NAMED + ROUND_33_NAMED + ROUND_34_NAMED
-                         + ROUND_35_NAMED)
-def test_rounds_31_to_35_s_readings_name_the_failure_at_its_line(log, family, line):
+                         + ROUND_35_NAMED + ROUND_36_NAMED)
+def test_rounds_31_to_36_s_readings_name_the_failure_at_its_line(log, family, line):
     finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
     assert (finding.id, finding.line) == (family, line)
 
 
 @pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET)
-def test_what_rounds_31_to_35_s_readings_leave_alone_stays_quiet(log):
+def test_what_rounds_31_to_36_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
