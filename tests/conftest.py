@@ -3,8 +3,42 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
+
+
+def _image_ids() -> set[str] | None:
+    """Every image of the Docker daemon, intermediate ones included; None without one."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        try:
+            return set(client.api.images(all=True, quiet=True))
+        finally:
+            client.close()
+    except Exception:  # no SDK, no daemon: nothing to check
+        return None
+
+
+# The images a run made and left behind (a leak), checked once for the whole run: by the only
+# session, or by xdist's controller, whose workers build at the same time and see each other's.
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[_IMAGES_BEFORE] = _image_ids()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = session.config.stash.get(_IMAGES_BEFORE, None)
+    after = _image_ids() if before is not None else None
+    left = sorted(after - before) if after is not None and before is not None else []
+    if left:
+        warnings.warn(f"{len(left)} image(s) made during this test run are still in the Docker daemon: "
+                      f"{', '.join(i.removeprefix('sha256:')[:12] for i in left)} (docker images -a)", stacklevel=1)
+
+
+_IMAGES_BEFORE = pytest.StashKey[set[str] | None]()
 
 
 @pytest.fixture(scope="session", autouse=True)
