@@ -1992,6 +1992,32 @@ ROUND_36_NAMED = [
 ]
 
 
+# Readings from round 37's misses (tuned on it; each wording from its program's source)
+
+ROUND_37_NAMED = [
+    # the BFC allocator (XLA's, TensorFlow's) giving up after its retries (xla/tsl/framework/bfc_allocator.cc)
+    ("2025-01-02 10:00:00.000000: W external/xla/xla/tsl/framework/bfc_allocator.cc:501] Allocator (GPU_0_bfc) ran "
+     "out of memory trying to allocate 3.20GiB (rounded to 3435973632)requested by op\n", "cuda_oom", 1),
+    # RLlib's learner given a GPU index the process does not see (rllib/core/learner)
+    ("AssertionError: local_gpu_idx 1 is not a valid GPU id or is not available.\n", "not_enough_gpus", 1),
+    # Ray Serve's controller after a deployment's replicas failed to start (serve/_private/deployment_state.py)
+    ("    message: The deployment failed to start 3 times in a row. This may be due to a problem with its constructor "
+     "or initial health check failing. See controller logs for details.\n", "server_subprocess_died", 1),
+]
+
+ROUND_37_QUIET = [
+    # the same allocator's warning where the caller goes on with less memory (tensorflow#43546)
+    "2020-09-24 21:35:23.363348: W tensorflow/core/common_runtime/bfc_allocator.cc:246] Allocator (GPU_0_bfc) ran out "
+    "of memory trying to allocate 1.02GiB with freed_by_count=0. The caller indicates that this is not a failure, but "
+    "may mean that there could be performance gains if more memory were available.\n",
+]
+
+
+def test_the_bfc_allocator_s_failure_names_its_request():
+    [finding] = triage_text(ROUND_37_NAMED[0][0])
+    assert "3.20GiB" in finding.message and "GPU_0_bfc" in finding.message
+
+
 def test_an_optix_failure_s_message_and_fix_name_optix():
     [finding] = triage_text("OPTIX_ERROR_UNSUPPORTED_ABI_VERSION (7801)\n")
     assert "OptiX" in finding.message and "OptiX SDK" in finding.fix
@@ -2010,15 +2036,15 @@ def test_a_logger_s_line_that_begins_the_build_s_traceback_is_not_the_compiler_s
     assert triage_text(log)[0].line == 6  # the CalledProcessError, as before: no compiler's line came before it
 
 
-# Rounds 31-36's readings, one test for all: each case names its family at its labelled line (root
+# Rounds 31-37's readings, one test for all: each case names its family at its labelled line (root
 # cause first), and what they leave alone stays quiet.
 @pytest.mark.parametrize("log, family, line", ROUND_31_NAMED + ROUND_32_NAMED + ROUND_33_NAMED + ROUND_34_NAMED
-                         + ROUND_35_NAMED + ROUND_36_NAMED)
-def test_rounds_31_to_36_s_readings_name_the_failure_at_its_line(log, family, line):
+                         + ROUND_35_NAMED + ROUND_36_NAMED + ROUND_37_NAMED)
+def test_rounds_31_to_37_s_readings_name_the_failure_at_its_line(log, family, line):
     finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
     assert (finding.id, finding.line) == (family, line)
 
 
-@pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET)
-def test_what_rounds_31_to_36_s_readings_leave_alone_stays_quiet(log):
+@pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET + ROUND_37_QUIET)
+def test_what_rounds_31_to_37_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
