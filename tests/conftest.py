@@ -6,24 +6,27 @@ import os
 import warnings
 
 import pytest
+from docker_images import image_ids
+
+# The images a run made and left behind (a leak), checked once for the whole run: by the only
+# session, or by xdist's controller, whose workers build at the same time and see each other's.
+_IMAGES_BEFORE = pytest.StashKey[set[str] | None]()
 
 
 def _image_ids() -> set[str] | None:
-    """Every image of the Docker daemon, intermediate ones included; None without one."""
+    """The daemon's images; None without an SDK or a daemon (nothing to check)."""
     try:
         import docker
 
         client = docker.from_env(timeout=30)
         try:
-            return set(client.api.images(all=True, quiet=True))
+            return image_ids(client.api)
         finally:
             client.close()
-    except Exception:  # no SDK, no daemon: nothing to check
+    except Exception:
         return None
 
 
-# The images a run made and left behind (a leak), checked once for the whole run: by the only
-# session, or by xdist's controller, whose workers build at the same time and see each other's.
 def pytest_sessionstart(session):
     if not hasattr(session.config, "workerinput"):
         session.config.stash[_IMAGES_BEFORE] = _image_ids()
@@ -31,14 +34,10 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session, exitstatus):
     before = session.config.stash.get(_IMAGES_BEFORE, None)
-    after = _image_ids() if before is not None else None
-    left = sorted(after - before) if after is not None and before is not None else []
+    left = sorted((_image_ids() or before) - before) if before is not None else []
     if left:
         warnings.warn(f"{len(left)} image(s) made during this test run are still in the Docker daemon: "
                       f"{', '.join(i.removeprefix('sha256:')[:12] for i in left)} (docker images -a)", stacklevel=1)
-
-
-_IMAGES_BEFORE = pytest.StashKey[set[str] | None]()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 
 import pytest
+from docker_images import image_ids
 
 from envmgr.builders.dockerfile import BUILD_STAGE_LABEL
 
@@ -129,8 +130,3 @@ def built_images(docker_client):
     record = BuiltImages(docker_client.api)
     yield record
     record.remove()
-
-
-def image_ids(api) -> set[str]:
-    """Every image of the daemon, intermediate ones included."""
-    return set(api.images(all=True, quiet=True))
