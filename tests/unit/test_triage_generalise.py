@@ -385,7 +385,7 @@ FROZEN = {"round1.yaml": (60, 69, 8), "round2.yaml": (54, 61, 8), "round3.yaml":
           "round32.yaml": (34, 36, 15), "round33.yaml": (45, 46, 17),
           "round34.yaml": (41, 47, 18), "round35.yaml": (24, 26, 10),
           "round36.yaml": (45, 50, 14), "round37.yaml": (42, 45, 19),
-          "round38.yaml": (37, 43, 16)}
+          "round38.yaml": (37, 43, 16), "round39.yaml": (41, 44, 19)}
 
 
 @pytest.mark.parametrize("split", sorted(FROZEN))
