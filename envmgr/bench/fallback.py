@@ -7,7 +7,8 @@ kind, the first such line since the server was last ready:
 - ``exception``: a Python exception line (``RuntimeError: ...``, ``torch.OutOfMemoryError``),
   or whatever line of that form ends a traceback's frames, however its class is called
   (``StopIteration``, ``queue.Empty``); Python prints a chained traceback's original exception
-  first, so the first one is the innermost cause;
+  first, so the first one is the innermost cause, while Java and .NET print each cause after the
+  exception it caused (``inner_exception``: "Caused by: ", " ---> "), so there the last one is;
 - ``error``: a line at level ERROR/CRITICAL/FATAL (from its logging prefix) or one a program
   prints as fatal (``error: ...``, ``Segmentation fault``, a Rust panic); where such a line is
   only a header whose message is the next line (``message_follows``: a Rust panic's location,
@@ -113,6 +114,9 @@ class FallbackRules(BaseModel):
     # (Ray's "RayTaskError(ModuleNotFoundError): ray::Actor.fit() ..."): the wrapped exception's
     # own line, printed after it, says what failed
     exception_wrapper: list[re.Pattern[str]] = []
+    # an exception line that gives the cause of the exception printed before it (Java's "Caused by: ",
+    # .NET's " ---> "): these runtimes print the innermost cause last, so the last such line is the root cause
+    inner_exception: list[re.Pattern[str]] = []
     # an exception that says only that a build command failed (subprocess's CalledProcessError for
     # ninja, torch's "Error building extension"): the build's own error line, printed before it, is the failure
     build_failed: list[re.Pattern[str]] = []
@@ -137,7 +141,7 @@ class FallbackRules(BaseModel):
                               "and read the lines before it for the call that got it")
 
     @field_validator("exception", "error", "statement", "handled", "message_follows", "exit", "ready", "fatal", "stop",
-                     "ignored_exception", "exception_wrapper", "build_failed", mode="before")
+                     "ignored_exception", "exception_wrapper", "inner_exception", "build_failed", mode="before")
     @classmethod
     def _compile(cls, raw: Any) -> list[re.Pattern[str]]:
         return _compile_all(raw)
@@ -196,7 +200,7 @@ class FallbackRules(BaseModel):
         frames = [self.traceback.frame] if self.traceback else []
         propagated = [self.propagated.warning, self.propagated.trace] if self.propagated else []
         return [levels, *self.exception, *self.error, *self.statement, *self.exit, *self.ready, *self.fatal,
-                *self.stop, *self.ignored_exception, *errors, *frames, *propagated]
+                *self.stop, *self.ignored_exception, *self.inner_exception, *errors, *frames, *propagated]
 
     def _handled(self, text: str) -> bool:
         """Whether the line says the program handled what it reports (fell back, skipped, retried)."""
@@ -253,6 +257,7 @@ class FailureLine:
     text: str
     rank: str | None
     before: str = ""  # the log line before it, cleaned (compared by resemblance.py)
+    outer: FailureLine | None = None  # the exception this one is the cause of (inner_exception: Java, .NET)
 
 
 class FirstFailure:
@@ -309,6 +314,12 @@ class FirstFailure:
             return
         if any(p.search(text) for p in self.rules.ignored_exception):
             self._skip_exception = True
+            return
+        if any(p.search(text) for p in self.rules.inner_exception):
+            # the cause of the exception kept before it (or of one the paste cut off): the deeper one says what failed
+            self._first["exception"] = FailureLine("exception", line, text, rank_of(), before_of(),
+                                                   self._first.get("exception"))
+            self._exception_frames_from = None
             return
         kind = self.rules.kind_of(text, level, self._serving)
         if kind is None and self._ends_frames(line, text):

@@ -37,11 +37,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envmgr import severity
 from envmgr.bench import prefilter as prefilter_module
-from envmgr.bench.fallback import FailureLine, FallbackRules, FirstFailure
-from envmgr.bench.library_errors import REFERENCES, LibraryError
+from envmgr.bench.fallback import FallbackRules, FirstFailure
+from envmgr.bench.library_errors import REFERENCES
 from envmgr.bench.memory import kv_pool_sizing
+from envmgr.bench.naming import named_in_chain
 from envmgr.bench.prefilter import LiteralIndex, Prefilter
-from envmgr.bench.resemblance import Resemblance, family_resembled
 from envmgr.bench.values import Value, display, to_value
 from envmgr.datafiles import load_shipped, parse_yaml
 from envmgr.errors import KnowledgeBaseError
@@ -709,7 +709,7 @@ class Triage:
         rules = self._set.unclassified
         assert rules is not None
         ranks = (failure.rank,) if failure.rank else ()
-        naming = _named_without_wording(rules, failure)
+        failure, naming = named_in_chain(rules, failure)
         if naming.family is not None:  # no wording matched, but its CUDA/NVML error, its words or a public report name it
             signature = self._set.by_id()[naming.family]
             values = self._values_for(signature, {})
@@ -1033,41 +1033,6 @@ def triage_file(path: Path, signatures: SignatureSet | None = None) -> list[Find
     """Findings of the log at ``path`` (streamed; an ``OSError`` when it cannot be read)."""
     with open(path, "rb") as stream:
         return triage_stream(stream, signatures)
-
-
-@dataclass(frozen=True)
-class Naming:
-    """How a failure line no wording matched is named: ``family`` None keeps it unclassified."""
-
-    family: str | None = None
-    named_by: str = ""
-    frame: str = ""  # the message's frame, formatted with ``fills``
-    fills: dict[str, str] = field(default_factory=dict)
-    resembled: Resemblance | None = None
-    library_error: LibraryError | None = None  # the CUDA or NVML error the line reports
-
-    @property
-    def values(self) -> dict[str, Value]:
-        return {self.library_error.key: self.library_error.name} if self.library_error else {}
-
-
-def _named_without_wording(rules: FallbackRules, failure: FailureLine) -> Naming:
-    """The family of a failure line no wording matched: by the CUDA or NVML error it reports (an
-    error of no family is known, so never named by a lookalike), else by the line's own words,
-    else by the public report it resembles."""
-    error = rules.library_error_of(failure.text)
-    if error is not None:
-        return Naming(rules.family_of_library_error(error), error.key,
-                      rules.named_by_library_error, {"library": error.library, "error": error.describe()},
-                      library_error=error)
-    family = rules.family_of(failure.text)
-    if family is not None:
-        return Naming(family, "words", rules.named_by_words)
-    resembled = family_resembled([failure.before, failure.text])
-    if resembled is None:
-        return Naming()
-    return Naming(resembled.family, "resemblance", rules.named_by_resemblance,
-                  {"source": resembled.source, "similarity": f"{resembled.similarity:.2f}"}, resembled)
 
 
 def triage_text(text: str, signatures: SignatureSet | None = None) -> list[Finding]:
