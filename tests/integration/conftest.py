@@ -1,26 +1,21 @@
 """Fixtures for tests against real engines: they skip, with the reason, where an engine is absent.
 
-Images: what a test builds is removed at the end of the session with the parents its build
-made (``remove_image_tree``) and the build stages the builds left (``built_images``), never an
-image that was in the daemon before (``envmgr/base:bookworm`` above all: slow to rebuild),
-nor one another image still builds on or a container uses (a concurrent build's).
+Images: what a test builds is removed when no build runs any more (tests/docker_images.py: at
+the end of the session, or on xdist's controller after every worker), with the parents its build
+made and the build stages the builds left (``built_images``), never an image that was in the
+daemon before (``envmgr/base:bookworm`` above all: slow to rebuild), nor one another image still
+builds on or a container uses.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 
 import pytest
-from docker_images import image_ids
-
-from envmgr.builders.dockerfile import BUILD_STAGE_LABEL
+from docker_images import BUILT_IMAGES, image_ids, remove_built
 
 # The image images/bootstrap-base.sh builds (ENVMGR_BASE_IMAGE names another, as the script reads it).
 BASE_IMAGE = os.environ.get("ENVMGR_BASE_IMAGE", "envmgr/base:bookworm")
-# The build stage of envmgr's images: left dangling by every build (a failed one leaves its
-# steps so far), found by its label.
-BUILD_STAGE_FILTER = {"dangling": True, "label": "=".join(BUILD_STAGE_LABEL)}
 
 
 @pytest.fixture(scope="session")
@@ -48,39 +43,6 @@ def base_image(docker_client) -> str:
     return BASE_IMAGE
 
 
-
-
-def remove_image_tree(api, image: str, keep: Iterable[str]) -> list[str]:
-    """Remove ``image`` (an id or a tag; all its tags), then its parents one by one, leaf first:
-    the classic builder leaves an image per build step. Stops at an image in ``keep`` (there
-    before), a parent with a tag, one that another image still builds on, or one that a
-    container uses (Docker refuses the last two). Docker's own pruning is off (``noprune``): it would also take untagged
-    parents that were there before. Returns the ids removed."""
-    from docker.errors import APIError, NotFound
-
-    keep = set(keep)
-    removed: list[str] = []
-    try:
-        current = api.inspect_image(image)["Id"]
-    except NotFound:
-        return removed
-    while current and current not in keep:
-        info = api.inspect_image(current)
-        if removed and info.get("RepoTags"):  # a parent with a name is somebody's image
-            break
-        parent = info.get("Parent") or None
-        try:
-            # force only for the image named (several tags of one image); never for a parent
-            api.remove_image(current, force=not removed, noprune=True)
-        except NotFound:
-            pass
-        except APIError:  # dependent child images, or a container: what is left stays
-            break
-        removed.append(current)
-        current = parent
-    return removed
-
-
 class BuiltImages:
     """What the tests' builds made: ``add`` a tag or ``add_repository`` to remove afterwards;
     the build stages that appeared meanwhile go too."""
@@ -100,33 +62,17 @@ class BuiltImages:
         return name
 
     def remove(self) -> list[str]:
-        from docker.errors import NotFound
-
-        removed: list[str] = []
-        named = list(self.refs)
-        for repository in self.repositories:
-            named += [tag for image in self.api.images(name=repository) for tag in image["RepoTags"] or ()
-                      if tag.rpartition(":")[0] == repository]
-        for ref in named:
-            try:
-                info = self.api.inspect_image(ref)
-            except NotFound:
-                continue
-            if info["Id"] in self.before:  # a build that was all cache: only the name is new
-                if len(info.get("RepoTags") or ()) > 1:
-                    self.api.remove_image(ref, noprune=True)  # untags; the image stays
-                continue
-            removed += remove_image_tree(self.api, info["Id"], self.before)
-        for leaf in set(self.api.images(quiet=True, filters=BUILD_STAGE_FILTER)) - self.before:
-            removed += remove_image_tree(self.api, leaf, self.before)
-        return removed
+        return remove_built(self.api, self.before, self.refs, self.repositories)
 
 
 @pytest.fixture(scope="session")
-def built_images(docker_client):
+def built_images(docker_client, request):
     """The session's record of the images its tests build; they are removed when the session
     is done, not after each module: the modules' builds share the builder's cache (the same
     base and first steps), which a removal in between would make every module rebuild."""
     record = BuiltImages(docker_client.api)
     yield record
-    record.remove()
+    if hasattr(request.config, "workeroutput"):  # an xdist worker: the controller removes them when all are done
+        request.config.workeroutput[BUILT_IMAGES] = {"refs": record.refs, "repositories": record.repositories}
+    else:
+        record.remove()
