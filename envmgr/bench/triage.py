@@ -374,8 +374,9 @@ PREFIXES = (
     re.compile(r"^[\w.-]+\s+\|\s?"),  # docker compose: "svc-1  | "
     # Python logging's "%(asctime)s - %(name)s - %(levelname)s - " (a time zone too, as a formatter with %z gives it)
     re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+-\s+[\w.]+\s+-\s+(?P<level>[A-Z]+)\s+-\s+"),
-    # the same without the time or without the name ("distributed.utils - ERROR - ", dask's; "%(asctime)s - %(levelname)s - ")
-    re.compile(rf"^(?:\d{{4}}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?|[\w.]+)\s+-\s+(?P<level>{LEVEL}|FATAL)\s+-\s+"),
+    # the same without the time or without the name ("distributed.utils - ERROR - ", dask's; "%(asctime)s - %(levelname)s - ",
+    # its time maybe the time of day alone, datefmt="%H:%M:%S": "04:42:20 - ERROR - ")
+    re.compile(rf"^(?:\d{{4}}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?|\d\d:\d\d:\d\d(?:[.,]\d+)?|[\w.]+)\s+-\s+(?P<level>{LEVEL}|FATAL)\s+-\s+"),
     # HAMi-core, the vGPU layer under a pod's CUDA (its LOG_ERROR / LOG_WARN / LOG_INFO / LOG_DEBUG / LOG_MSG,
     # src/include/log_utils.h): "[HAMI-core ERROR (pid:565 thread=1402 file.c:831)]: ", "[HAMI-core Warn(565:1402:file.c:99)]: "
     re.compile(r"^\[HAMI-core (?P<level>ERROR|Warn|Info|Debug|Msg) ?\([^)]*\)\]:\s*"),
