@@ -2092,6 +2092,32 @@ ROUND_40_QUIET = [
 ]
 
 
+# Readings from round 41's misses (tuned on it; each from its program's source, the logs written for these tests)
+
+ROUND_41_NAMED = [
+    # Open MPI's report of a rank's fatal signal (opal/util/stacktrace.c)
+    ("  Step  Atoms  Temp\n     0    252   300\n[node01:2553203] *** Process received signal ***\n"
+     "[node01:2553203] Signal: Aborted (6)\n[node01:2553203] Signal code:  (-6)\n", "unclassified_failure", 3),
+    # VapourSynth's report of the script's Python exception (src/cython/vapoursynth.pyx)
+    ("Failed to evaluate the script:\nPython exception: trtexec execution fails, log has been written to /tmp/t.log\n\n"
+     "Traceback (most recent call last):\n", "unclassified_failure", 2),
+    # a logger that brackets every field, the level last
+    ("[root][2024-08-22 08:43:02][303769][Thread-9 (run_engine)][/x/decoder_engine.py:step():131][ERROR] process run "
+     "error: max() arg is an empty sequence\n", "unclassified_failure", 1),
+]
+
+ROUND_41_QUIET = [
+    # vLLM's chat-template warm-up for a model without one, logged with its traceback at WARNING (vLLM serves on)
+    "(APIServer pid=1) WARNING 02-11 14:53:04 [serving.py:217] Chat template warmup failed\n"
+    "(APIServer pid=1) WARNING 02-11 14:53:04 [serving.py:217] Traceback (most recent call last):\n"
+    '(APIServer pid=1) WARNING 02-11 14:53:04 [serving.py:217]   File "/v/serving.py", line 204, in warmup\n'
+    "(APIServer pid=1) WARNING 02-11 14:53:04 [serving.py:217]     await self._preprocess_chat(request)\n"
+    "(APIServer pid=1) WARNING 02-11 14:53:04 [serving.py:217] ValueError: no chat template\n",
+    # the bracketed fields at a quiet level
+    "[root][2024-08-22 08:43:02][303769][MainThread][/x/server.py:start():40][INFO] could not connect, retrying\n",
+]
+
+
 def test_xformers_refusing_bf16_on_an_old_gpu_is_bf16_alone():
     log = ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
            "     query       : shape=(1, 577, 16, 64) (torch.bfloat16)\n"
@@ -2137,17 +2163,17 @@ def test_nemo_s_decoder_without_cuda_graphs_gets_its_own_message_and_fix():
     assert "torch native attention backend" in sglang.message and "attention backend" in sglang.fix
 
 
-# Rounds 31-40's readings, one test for all: each case names its family at its labelled line (root
+# Rounds 31-41's readings, one test for all: each case names its family at its labelled line (root
 # cause first), and what they leave alone stays quiet.
 @pytest.mark.parametrize("log, family, line", ROUND_31_NAMED + ROUND_32_NAMED + ROUND_33_NAMED + ROUND_34_NAMED
                          + ROUND_35_NAMED + ROUND_36_NAMED + ROUND_37_NAMED + ROUND_38_NAMED + ROUND_39_NAMED
-                         + ROUND_40_NAMED)
-def test_rounds_31_to_40_s_readings_name_the_failure_at_its_line(log, family, line):
+                         + ROUND_40_NAMED + ROUND_41_NAMED)
+def test_rounds_31_to_41_s_readings_name_the_failure_at_its_line(log, family, line):
     finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
     assert (finding.id, finding.line) == (family, line)
 
 
 @pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET + ROUND_37_QUIET
-                         + ROUND_39_QUIET + ROUND_40_QUIET)
-def test_what_rounds_31_to_40_s_readings_leave_alone_stays_quiet(log):
+                         + ROUND_39_QUIET + ROUND_40_QUIET + ROUND_41_QUIET)
+def test_what_rounds_31_to_41_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
