@@ -2082,6 +2082,11 @@ ROUND_40_NAMED = [
 ]
 
 ROUND_40_QUIET = [
+    # vLLM's caught probe of the safetensors metadata, each try at ERROR (transformers_utils/config.py)
+    "(APIServer pid=1) ERROR 08-29 11:23:39 [config.py:130] Error retrieving safetensors: Repo id must be in the "
+    "form 'repo_name' or 'namespace/repo_name': '/data/model'. Use `repo_type` argument if needed., retrying 1 of 2\n"
+    "(APIServer pid=1) ERROR 08-29 11:23:41 [config.py:128] Error retrieving safetensors: Repo id must be in the "
+    "form 'repo_name' or 'namespace/repo_name': '/data/model'. Use `repo_type` argument if needed.\n",
     # UCX's filesystem monitor at the inotify watch limit (ENOSPC, inotify(7)), not a full disk
     "[1721216845.639899] [host:849  :f]        vfs_fuse.c:281  UCX  ERROR inotify_add_watch(/tmp) failed: No space "
     "left on device\n",
