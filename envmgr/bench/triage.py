@@ -418,8 +418,7 @@ PREFIXES = (
     re.compile(r"^(?:\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] )?\[TRT-LLM\] \[(?P<glog>[IWEFVD])\] "),
     # TensorRT-LLM and other C++ loggers: "[TensorRT-LLM][ERROR] "; Python loggers that bracket every field,
     # the level last ("[root][2024-08-22 08:43:02][303769][Thread-9][/x/engine.py:step():131][ERROR] ")
-    re.compile(rf"^\[[\w.-]+\]\[(?P<level>{LEVEL})\]\s*"),
-    re.compile(rf"^(?:\[[^\[\]]+\]){{2,}}\[(?P<level>{LEVEL})\]\s*"),
+    re.compile(rf"^(?:\[[^\[\]]+\])+\[(?P<level>{LEVEL})\]\s*"),
     # FastChat and loguru-style: "2023-11-10 17:45:27 | ERROR | asyncio | "
     re.compile(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| (?P<level>{LEVEL})\s*\| (?:[\w.:<>-]+ \| |[\w.:<>-]+ - )?"),
     re.compile(r"^\[[\w.-]+\]\s+\|\s?"),  # a bracketed service name: "[llama-cpp] | "
