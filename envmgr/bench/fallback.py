@@ -82,6 +82,8 @@ class PropagatedRules(BaseModel):
     warning: re.Pattern[str]
     trace: re.Pattern[str]
     within: int = Field(ge=1)
+    # the family such a failure is, where no wording matched it: the library's own (NCCL's warning is NCCL failing)
+    family: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]*$")
 
     @field_validator("warning", "trace", mode="before")
     @classmethod
@@ -129,6 +131,8 @@ class FallbackRules(BaseModel):
     # first family that fits is reported, its message inside ``named_by_words``.
     words: dict[str, list[list[str]]] = {}
     named_by_words: str = '{message} (named by the words of the failure line; no known wording matched)'
+    named_by_propagated: str = ('{message} (named by the library that warned of it and passed its error up; '
+                                'no known wording matched)')
     # no words either: the labelled public excerpt it most resembles (resemblance.py) names it
     named_by_resemblance: str = ('{message} (named by its resemblance ({similarity}) to a labelled public '
                                  'report, {source}; no known wording matched)')
@@ -258,6 +262,7 @@ class FailureLine:
     rank: str | None
     before: str = ""  # the log line before it, cleaned (compared by resemblance.py)
     outer: FailureLine | None = None  # the exception this one is the cause of (inner_exception: Java, .NET)
+    family: str | None = None  # the family the rule that found it names (a propagated NCCL warning: nccl_error)
 
 
 class FirstFailure:
@@ -346,7 +351,7 @@ class FirstFailure:
         if rules is None or self._serving:
             return
         if rules.warning.search(text):
-            self._warning = FailureLine("statement", line, text, rank_of(), before_of())
+            self._warning = FailureLine("statement", line, text, rank_of(), before_of(), family=rules.family)
             return
         warning = self._warning
         if warning is not None and 0 < line - warning.line <= rules.within and rules.trace.search(text):

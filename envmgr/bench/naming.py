@@ -29,13 +29,17 @@ class Naming:
 
 def named_without_wording(rules: FallbackRules, failure: FailureLine) -> Naming:
     """The family of a failure line no wording matched: by the CUDA or NVML error it reports (an
-    error of no family is known, so never named by a lookalike), else by the line's own words,
-    else by the public report it resembles."""
+    error of no family is known, so never named by a lookalike), else by the family of the rule
+    that found it (a library's warning it passed up is that library's failure), else by the line's
+    own words, else by the public report it resembles."""
     error = rules.library_error_of(failure.text)
     if error is not None:
         return Naming(rules.family_of_library_error(error), error.key,
                       rules.named_by_library_error, {"library": error.library, "error": error.describe()},
                       library_error=error)
+    if failure.family is not None:
+        # before the line's words: "NCCL WARN Could not find real path of /sys/..." is NCCL's topology failing, no model path
+        return Naming(failure.family, "propagated", rules.named_by_propagated)
     family = rules.family_of(failure.text)
     if family is not None:
         return Naming(family, "words", rules.named_by_words)

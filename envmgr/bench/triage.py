@@ -256,7 +256,8 @@ class SignatureSet(BaseModel):
             raise ValueError(f"supersedes names unknown ids: {unknown}")
         rules = self.unclassified
         named = {"words": set(rules.words),
-                 "library_errors": {f for codes in (rules.library_errors or {}).values() for f in codes.values()}} \
+                 "library_errors": {f for codes in (rules.library_errors or {}).values() for f in codes.values()},
+                 "propagated.family": {rules.propagated.family} if rules.propagated and rules.propagated.family else set()} \
             if rules else {}
         for field_name, families in named.items():
             wrong = sorted(f for f in families if f not in ids or self.by_id()[f].severity != "error")
@@ -382,6 +383,13 @@ PREFIXES = (
     re.compile(r"^\[HAMI-core (?P<level>ERROR|Warn|Info|Debug|Msg) ?\([^)]*\)\]:\s*"),
     # NVIDIA's profilers and tools (Nsight Compute's ncu, Nsight Systems): "==ERROR== ", "==WARNING== "
     re.compile(r"^==(?P<level>ERROR|WARNING|Error|Warning)==\s*"),
+    # spdlog's default pattern, "[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] " (the logger's name only where it has one;
+    # https://github.com/gabime/spdlog/wiki/3.-Custom-formatting): C++ programs' "[2024-12-21 15:30:42.811]
+    # [console] [error] ", its levels in lower case; and Taichi's "%^[%L %D %X.%e %t] " (taichi/util/logging.cpp),
+    # the level a letter: "[E 04/17/23 11:09:22.656 3152] "
+    re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\] (?:\[[^\[\]]+\] )?"
+               r"\[(?P<level>trace|debug|info|warning|error|critical)\] "),
+    re.compile(r"^\[(?P<glog>[TDIWEC]) \d\d/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}(?: \d+)?\] "),
     re.compile(r"^\[(?P<inner>(?:\d{4}-\d\d-\d\d[ T][\d:.,]+)?(?:\s*(?:DP|TP|EP|PP|CP|ATTN_TP"
                r"|ATTN_DP|MOE_EP)\d+)*)\]\s*"),  # SGLang: "[2026-01-01 12:00:00 TP3] "
     # Ray and vLLM workers: "(RayWorkerWrapper pid=1)", "(VllmWorker rank=0 pid=2)", "(pid=3, ip=10.0.0.1)"
@@ -461,6 +469,7 @@ PREFIXES = (
 # captured (the names repeat); no prefix refers back to a group.
 PREFIX_GATE = re.compile(re.sub(r"\(\?P<\w+>", "(?:", "|".join(f"(?:{p.pattern})" for p in PREFIXES)))
 GLOG_LEVELS = {"E": "ERROR", "F": "FATAL", "W": "WARNING", "I": "INFO", "D": "DEBUG", "V": "DEBUG",  # glog's, llama.cpp's, TensorRT's letters
+               "C": "CRITICAL", "T": "TRACE",  # spdlog's (Taichi's)
                "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "FATAL"}  # zerolog's
 # What a tool appends: Ray's de-duplication note.
 SUFFIXES = (re.compile(r"\s*\[repeated \d+x across cluster\]$"),)

@@ -2169,17 +2169,47 @@ def test_nemo_s_decoder_without_cuda_graphs_gets_its_own_message_and_fix():
     assert "torch native attention backend" in sglang.message and "attention backend" in sglang.fix
 
 
-# Rounds 31-41's readings, one test for all: each case names its family at its labelled line (root
+ROUND_42_NAMED = [
+    # an NCCL warning its error is passed up from is NCCL failing, whatever its words say (no model path here)
+    ("node-1:18739:19248 [5] graph/xml.cc:332 NCCL WARN Could not find real path of /sys/class/pci_bus/0000:00/../../0000:00:05.0\n"
+     "node-1:18739:19248 [5] NCCL INFO graph/xml.cc:644 -> 2\nnode-1:18739:19248 [5] NCCL INFO init.cc:586 -> 2\n", "nccl_error", 1),
+    # RAFT's check of an NCCL call (cuML, cuGraph), thrown and printed
+    (", NCCL error encountered at: file=/r/raft/comms/detail/std_comms.hpp line=420: call='ncclReduce(a, b, n, t, op, 0, "
+     "comm, s)', Reason=4:invalid argument\nObtained 12 stack frames\n", "nccl_error", 1),
+    ("NCCL call='ncclCommDestroy(nccl_comm_)' failed. Reason:invalid argument\n", "nccl_error", 1),
+    # spdlog's default pattern at critical, and Taichi's letter-level pattern naming the driver's missing call
+    ("[2025-05-30 10:34:42.052] [SAPIEN] [critical] Contact buffer overflow detected, please increase its size\n",
+     "unclassified_failure", 1),
+    ("[Taichi] version 1.7.0, llvm 15.0.4, commit 2fd24490, win, python 3.11.4\n[E 06/02/24 09:12:44.101 8812] "
+     "[dynamic_loader.cpp:taichi::DynamicLoader::load_function@32] Function cuStreamGetCaptureInfo_v2 not found\n",
+     "driver_too_old", 2),
+    # VS Code's debugger: the class, then its message on the next line
+    ("Exception has occurred: RuntimeError       (note: full exception trace is shown but execution is paused at: "
+     "_run_module_as_main)\nDefault process group has not been initialized, please make sure to call "
+     "init_process_group.\n  File \"/x/distributed_c10d.py\", line 429, in _get_default_group\n", "unclassified_failure", 2),
+]
+
+ROUND_42_QUIET = [
+    # GLFW's callback on a headless host, where svulkan2 goes on without it
+    "[2025-01-06 13:23:25.487] [svulkan2] [error] GLFW error: X11: The DISPLAY environment variable is missing\n"
+    "[2025-01-06 13:23:25.487] [svulkan2] [warning] Continue without GLFW.\n",
+    # spdlog's and Taichi's quiet levels
+    "[2024-12-21 15:30:42.811] [console] [warning] Failed to load the optional denoiser plugin\n",
+    "[W 04/17/23 11:09:22.657 3152] [misc.py:adaptive_arch_select@772] Arch=[<Arch.vulkan: 10>] is not supported\n",
+]
+
+
+# Rounds 31-42's readings, one test for all: each case names its family at its labelled line (root
 # cause first), and what they leave alone stays quiet.
 @pytest.mark.parametrize("log, family, line", ROUND_31_NAMED + ROUND_32_NAMED + ROUND_33_NAMED + ROUND_34_NAMED
                          + ROUND_35_NAMED + ROUND_36_NAMED + ROUND_37_NAMED + ROUND_38_NAMED + ROUND_39_NAMED
-                         + ROUND_40_NAMED + ROUND_41_NAMED)
-def test_rounds_31_to_41_s_readings_name_the_failure_at_its_line(log, family, line):
+                         + ROUND_40_NAMED + ROUND_41_NAMED + ROUND_42_NAMED)
+def test_rounds_31_to_42_s_readings_name_the_failure_at_its_line(log, family, line):
     finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
     assert (finding.id, finding.line) == (family, line)
 
 
 @pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET + ROUND_37_QUIET
-                         + ROUND_39_QUIET + ROUND_40_QUIET + ROUND_41_QUIET)
-def test_what_rounds_31_to_41_s_readings_leave_alone_stays_quiet(log):
+                         + ROUND_39_QUIET + ROUND_40_QUIET + ROUND_41_QUIET + ROUND_42_QUIET)
+def test_what_rounds_31_to_42_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
