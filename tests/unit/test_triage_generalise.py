@@ -2199,17 +2199,27 @@ ROUND_42_QUIET = [
 ]
 
 
-# Rounds 31-42's readings, one test for all: each case names its family at its labelled line (root
+ROUND_43_NAMED = [
+    # a torch extension's JIT build is FlashInfer's only where FlashInfer's name or words say so: ninja alone is anyone's
+    ("RuntimeError: Error building extension 'dynamics': [1/1] c++ leaky_integrator.cuda.o -shared -L/x/torch/lib "
+     "-lcudart -o dynamics.so FAILED: dynamics.so /usr/bin/ld: cannot find -lcudart collect2: error: ld returned 1 "
+     "exit status ninja: build stopped: subcommand failed.\n", "unclassified_failure", 1),
+    ("RuntimeError: Worker failed with error 'Ninja build failed. Ninja output: [1/3] /usr/local/cuda/bin/nvcc -c "
+     "x.cu', please check the stack trace above for the root cause\n", "flashinfer_jit_build_failed", 1),
+]
+
+
+# Rounds 31-43's readings, one test for all: each case names its family at its labelled line (root
 # cause first), and what they leave alone stays quiet.
 @pytest.mark.parametrize("log, family, line", ROUND_31_NAMED + ROUND_32_NAMED + ROUND_33_NAMED + ROUND_34_NAMED
                          + ROUND_35_NAMED + ROUND_36_NAMED + ROUND_37_NAMED + ROUND_38_NAMED + ROUND_39_NAMED
-                         + ROUND_40_NAMED + ROUND_41_NAMED + ROUND_42_NAMED)
-def test_rounds_31_to_42_s_readings_name_the_failure_at_its_line(log, family, line):
+                         + ROUND_40_NAMED + ROUND_41_NAMED + ROUND_42_NAMED + ROUND_43_NAMED)
+def test_rounds_31_to_43_s_readings_name_the_failure_at_its_line(log, family, line):
     finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
     assert (finding.id, finding.line) == (family, line)
 
 
 @pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET + ROUND_37_QUIET
                          + ROUND_39_QUIET + ROUND_40_QUIET + ROUND_41_QUIET + ROUND_42_QUIET)
-def test_what_rounds_31_to_42_s_readings_leave_alone_stays_quiet(log):
+def test_what_rounds_31_to_43_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
