@@ -255,9 +255,10 @@ class SignatureSet(BaseModel):
         if unknown:
             raise ValueError(f"supersedes names unknown ids: {unknown}")
         rules = self.unclassified
+        propagated = rules.propagated if rules else None
         named = {"words": set(rules.words),
                  "library_errors": {f for codes in (rules.library_errors or {}).values() for f in codes.values()},
-                 "propagated.family": {rules.propagated.family} if rules.propagated and rules.propagated.family else set()} \
+                 "propagated.family": {propagated.family} if propagated and propagated.family else set()} \
             if rules else {}
         for field_name, families in named.items():
             wrong = sorted(f for f in families if f not in ids or self.by_id()[f].severity != "error")
