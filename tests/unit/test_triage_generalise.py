@@ -387,7 +387,8 @@ FROZEN = {"round1.yaml": (60, 69, 8), "round2.yaml": (54, 61, 8), "round3.yaml":
           "round36.yaml": (45, 50, 14), "round37.yaml": (42, 45, 19),
           "round38.yaml": (37, 43, 16), "round39.yaml": (41, 44, 19),
           "round40.yaml": (37, 38, 17), "round41.yaml": (33, 40, 16),
-          "round42.yaml": (43, 44, 16), "round43.yaml": (47, 47, 19)}
+          "round42.yaml": (43, 44, 16), "round43.yaml": (47, 47, 19),
+          "round44.yaml": (37, 45, 19)}
 
 
 @pytest.mark.parametrize("split", sorted(FROZEN))
@@ -2209,17 +2210,37 @@ ROUND_43_NAMED = [
 ]
 
 
-# Rounds 31-43's readings, one test for all: each case names its family at its labelled line (root
+ROUND_44_NAMED = [
+    # TensorFlow's eager op out of GPU memory (Keras 3: on its own line under the exception's)
+    ("ResourceExhaustedError: Exception encountered when calling Conv2D.call().\n\n{{function_node "
+     "__wrapped__Conv2D_device_/job:localhost/replica:0/task:0/device:GPU:0}} failed to allocate memory [Op:Conv2D] "
+     "name: \n", "cuda_oom", 3),
+    # Lightning's check of the GPU ids asked for against the visible ones
+    ("lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0, 1, 2, 3]\n"
+     " But your machine only has: [0, 1]\n", "not_enough_gpus", 1),
+    ("pytorch_lightning.utilities.exceptions.MisconfigurationException: You requested GPUs: [0]\n"
+     " But your machine only has: []\n", "not_enough_gpus", 1),
+    # the kernel's OOM killer, as the kernel, systemd and Ray say it
+    ("[81234.567890] Out of memory: Killed process 4242 (python3) total-vm:98765432kB, anon-rss:61234567kB\n",
+     "unclassified_failure", 1),
+    ("Mar 02 10:11:12 gpu-7 systemd[1]: sglang.service: A process of this unit has been killed by the OOM killer.\n"
+     "Mar 02 10:11:12 gpu-7 systemd[1]: sglang.service: Failed with result 'oom-kill'.\n", "unclassified_failure", 1),
+    ("(raylet) [2025-07-23 15:21:29,851 E 9751 9751] (raylet) node_manager.cc:3084: 2 Workers (tasks / actors) "
+     "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node\n", "unclassified_failure", 1),
+]
+
+
+# Rounds 31-44's readings, one test for all: each case names its family at its labelled line (root
 # cause first), and what they leave alone stays quiet.
 @pytest.mark.parametrize("log, family, line", ROUND_31_NAMED + ROUND_32_NAMED + ROUND_33_NAMED + ROUND_34_NAMED
                          + ROUND_35_NAMED + ROUND_36_NAMED + ROUND_37_NAMED + ROUND_38_NAMED + ROUND_39_NAMED
-                         + ROUND_40_NAMED + ROUND_41_NAMED + ROUND_42_NAMED + ROUND_43_NAMED)
-def test_rounds_31_to_43_s_readings_name_the_failure_at_its_line(log, family, line):
+                         + ROUND_40_NAMED + ROUND_41_NAMED + ROUND_42_NAMED + ROUND_43_NAMED + ROUND_44_NAMED)
+def test_rounds_31_to_44_s_readings_name_the_failure_at_its_line(log, family, line):
     finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
     assert (finding.id, finding.line) == (family, line)
 
 
 @pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET + ROUND_37_QUIET
                          + ROUND_39_QUIET + ROUND_40_QUIET + ROUND_41_QUIET + ROUND_42_QUIET)
-def test_what_rounds_31_to_43_s_readings_leave_alone_stays_quiet(log):
+def test_what_rounds_31_to_44_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
