@@ -388,7 +388,7 @@ FROZEN = {"round1.yaml": (60, 69, 8), "round2.yaml": (54, 61, 8), "round3.yaml":
           "round38.yaml": (37, 43, 16), "round39.yaml": (41, 44, 19),
           "round40.yaml": (37, 38, 17), "round41.yaml": (33, 40, 16),
           "round42.yaml": (43, 44, 16), "round43.yaml": (47, 47, 19),
-          "round44.yaml": (37, 45, 19)}
+          "round44.yaml": (37, 45, 19), "round45.yaml": (43, 45, 18)}
 
 
 @pytest.mark.parametrize("split", sorted(FROZEN))
@@ -1902,9 +1902,10 @@ ROUND_34_NAMED = [
     # the kubelet's CRI log framing before a Python exception
     ("2026-06-17T19:51:53.290692479+02:00 stderr F AttributeError: 'NoneType' object has no attribute 'shape'\n",
      "unclassified_failure", 1),
-    # libstdc++'s terminate message, glued to the line a program left open
+    # libstdc++'s terminate message, glued to the line a program left open: its message, on the next line, is the
+    # failure line (round 34's label too; round 45's reading)
     ("Loading model from \"m.model\" ...terminate called after throwing an instance of 'c10::Error'\n"
-     "  what():  PytorchStreamReader failed locating file constants.pkl: file not found\n", "unclassified_failure", 1),
+     "  what():  PytorchStreamReader failed locating file constants.pkl: file not found\n", "unclassified_failure", 2),
     ("  what():  std::bad_array_new_length\n", "unclassified_failure", 1),
     # ComfyUI's error report
     ("- **Exception Type:** ValueError\n- **Exception Message:** Unsupported GPU architecture 61.\n",
@@ -2230,17 +2231,27 @@ ROUND_44_NAMED = [
 ]
 
 
-# Rounds 31-44's readings, one test for all: each case names its family at its labelled line (root
+ROUND_45_NAMED = [
+    # libstdc++'s terminate handler: the exception's message is on the line after its type
+    ("terminate called after throwing an instance of 'std::runtime_error'\n  what():  CUDA failed with error out of "
+     "memory\n", "cuda_oom", 2),
+    ("terminate called after throwing an instance of 'std::runtime_error'\n  what():  [json.exception.parse_error.101] "
+     "parse error at line 1\nAborted (core dumped)\n", "unclassified_failure", 2),
+]
+
+
+# Rounds 31-45's readings, one test for all: each case names its family at its labelled line (root
 # cause first), and what they leave alone stays quiet.
 @pytest.mark.parametrize("log, family, line", ROUND_31_NAMED + ROUND_32_NAMED + ROUND_33_NAMED + ROUND_34_NAMED
                          + ROUND_35_NAMED + ROUND_36_NAMED + ROUND_37_NAMED + ROUND_38_NAMED + ROUND_39_NAMED
-                         + ROUND_40_NAMED + ROUND_41_NAMED + ROUND_42_NAMED + ROUND_43_NAMED + ROUND_44_NAMED)
-def test_rounds_31_to_44_s_readings_name_the_failure_at_its_line(log, family, line):
+                         + ROUND_40_NAMED + ROUND_41_NAMED + ROUND_42_NAMED + ROUND_43_NAMED + ROUND_44_NAMED
+                         + ROUND_45_NAMED)
+def test_rounds_31_to_45_s_readings_name_the_failure_at_its_line(log, family, line):
     finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
     assert (finding.id, finding.line) == (family, line)
 
 
 @pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET + ROUND_37_QUIET
                          + ROUND_39_QUIET + ROUND_40_QUIET + ROUND_41_QUIET + ROUND_42_QUIET)
-def test_what_rounds_31_to_44_s_readings_leave_alone_stays_quiet(log):
+def test_what_rounds_31_to_45_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
