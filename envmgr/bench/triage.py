@@ -382,6 +382,8 @@ PREFIXES = (
     # HAMi-core, the vGPU layer under a pod's CUDA (its LOG_ERROR / LOG_WARN / LOG_INFO / LOG_DEBUG / LOG_MSG,
     # src/include/log_utils.h): "[HAMI-core ERROR (pid:565 thread=1402 file.c:831)]: ", "[HAMI-core Warn(565:1402:file.c:99)]: "
     re.compile(r"^\[HAMI-core (?P<level>ERROR|Warn|Info|Debug|Msg) ?\([^)]*\)\]:\s*"),
+    # Weights & Biases' terminal messages (wandb/errors/term.py: termerror, termwarn): "wandb: ERROR ", "wandb: WARNING "
+    re.compile(r"^wandb: (?P<level>ERROR|WARNING) "),
     # NVIDIA's profilers and tools (Nsight Compute's ncu, Nsight Systems): "==ERROR== ", "==WARNING== "
     re.compile(r"^==(?P<level>ERROR|WARNING|Error|Warning)==\s*"),
     # spdlog's default pattern, "[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] " (the logger's name only where it has one;

@@ -2237,6 +2237,13 @@ ROUND_45_NAMED = [
      "memory\n", "cuda_oom", 2),
     ("terminate called after throwing an instance of 'std::runtime_error'\n  what():  [json.exception.parse_error.101] "
      "parse error at line 1\nAborted (core dumped)\n", "unclassified_failure", 2),
+    # Weights & Biases' terminal error line
+    ("wandb: Agent Starting Run: mu8l3q87 with config:\nwandb: ERROR Detected 3 failed runs in the first 60 seconds, "
+     "killing sweep.\n", "unclassified_failure", 2),
+]
+
+ROUND_45_QUIET = [
+    "wandb: WARNING Calling wandb.login() after wandb.init() has no effect.\n",
 ]
 
 
@@ -2252,6 +2259,6 @@ def test_rounds_31_to_45_s_readings_name_the_failure_at_its_line(log, family, li
 
 
 @pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET + ROUND_37_QUIET
-                         + ROUND_39_QUIET + ROUND_40_QUIET + ROUND_41_QUIET + ROUND_42_QUIET)
+                         + ROUND_39_QUIET + ROUND_40_QUIET + ROUND_41_QUIET + ROUND_42_QUIET + ROUND_45_QUIET)
 def test_what_rounds_31_to_45_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
