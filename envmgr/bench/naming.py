@@ -1,5 +1,6 @@
-"""How a failure line that no wording matched is named: by the CUDA or NVML error it reports, by its
-own words, or by the labelled public report it resembles (resemblance.py); or left unclassified."""
+"""How a failure line that no wording matched is named: by the CUDA or NVML error it reports, by the
+rule that found it, by its own words, or by the labelled public report it resembles (resemblance.py);
+or left unclassified."""
 
 from __future__ import annotations
 
@@ -40,9 +41,9 @@ def named_without_wording(rules: FallbackRules, failure: FailureLine) -> Naming:
     if failure.family is not None:
         # before the line's words: "NCCL WARN Could not find real path of /sys/..." is NCCL's topology failing, no model path
         return Naming(failure.family, "propagated", rules.named_by_propagated)
-    family = rules.family_of(failure.text)
-    if family is not None:
-        return Naming(family, "words", rules.named_by_words)
+    by_words = _named_by_words(rules, failure.text)
+    if by_words is not None:
+        return by_words
     resembled = family_resembled([failure.before, failure.text])
     if resembled is None:
         return Naming()
@@ -57,8 +58,13 @@ def named_in_chain(rules: FallbackRules, failure: FailureLine) -> tuple[FailureL
     naming = named_without_wording(rules, failure)
     outer = failure.outer
     while naming.family is None and outer is not None:
-        family = rules.family_of(outer.text)
-        if family is not None:
-            return outer, Naming(family, "words", rules.named_by_words)
+        by_words = _named_by_words(rules, outer.text)
+        if by_words is not None:
+            return outer, by_words
         outer = outer.outer
     return failure, naming
+
+
+def _named_by_words(rules: FallbackRules, text: str) -> Naming | None:
+    family = rules.family_of(text)
+    return Naming(family, "words", rules.named_by_words) if family is not None else None
