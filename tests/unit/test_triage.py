@@ -79,6 +79,15 @@ def test_malformed_signature_data_is_a_knowledge_base_error(bad, words):
         parse_signatures(bad, origin="test.yaml")
 
 
+def test_the_family_a_propagated_warning_names_must_be_an_error_signature():
+    shipped = (Path(__file__).parents[2] / "envmgr/bench/signatures.yaml").read_text(encoding="utf-8")
+    text = shipped.replace("    family: nccl_error  #", "    family: no_such_family  #", 1)
+    assert text != shipped
+    with pytest.raises(KnowledgeBaseError, match="unclassified.propagated.family names no error signature: .'no_such_family'"):
+        parse_signatures(text)
+    assert load_signatures().unclassified.propagated.family == "nccl_error"
+
+
 # --- each signature on real (or scenario) log text -------------------------------------------
 
 @pytest.mark.parametrize("name, expected_id, needle", [
