@@ -14,7 +14,8 @@ A line reports an error of a library when it names one (``cudaErrorNoDevice``,
 or a driver call such as ``cuInit``) and carries an error's message as a message (``:
 initialization error``) or its code after an error word (``err: 999``, ``failure: 3``).
 Messages are matched in the library's own case: errno's "Invalid argument" is not CUDA's
-"invalid argument".
+"invalid argument". A wrapper's own words for the errors count too: cuew's (cuew_errors.yaml), in
+which Blender's Cycles reports a failed driver call (``Illegal address in cuMemcpyDtoH(...)``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ _CODE = re.compile(r"(?i)\b(?:err(?:or)?|fail(?:ed|ure)?|returned|result)\b\W{0,
 # a message as a message: after a colon, an error word, a bracket or a quote, and where it ends
 _BEFORE = r"(?:[:=(\[\"']\s*|\b(?:error|failure|failed)\s+)"
 _AFTER = r"(?=$|[.)\]\"',;]|\s+[^a-z\s])"
+# a failed driver call as Cycles prints it: the message, then "in" the call ("Invalid value in cuCtxDestroy(cuContext)")
+_BEFORE_CALL = r"(?:^|[:=(\[]\s*|\b(?:error|failure|failed)\s+)"
+_IN_CALL = r"(?= in cu[A-Z]\w*\s*\()"
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class Library:
     names: str  # a regex of its errors' names
     speaks_of: str  # a regex: the line is about this library
     common_words: frozenset[str] = frozenset()  # messages that are every tool's words too
+    wrapper_words: str = ""  # the file of a wrapper's words for the errors, by name ("" for none)
 
 
 LIBRARIES = (
@@ -76,7 +81,14 @@ LIBRARIES = (
             # the word, or a driver API call (cuInit, cuDeviceGet, cuCtxCreate_v2): a line may name one and no "CUDA"
             r"(?i:cuda)|\bcu(?:Init|Device|Ctx|Mem|Module|Launch|Stream|Event|Graph|Link|Library)\w*",
             # a path under /usr/local/cuda that is "file not found" is no cudaErrorFileNotFound
-            frozenset({"file not found", "operation not permitted", "operation not supported", "invalid argument"})),
+            frozenset({"file not found", "operation not permitted", "operation not supported", "invalid argument",
+                       # cuew's plain words ("Not found", "Timeout"): a CUDA error only where the line says so
+                       "Invalid value", "Out of memory", "Invalid device", "Map failed", "Unmap failed", "Not mapped",
+                       "Already mapped", "Already acquired", "Invalid source", "File not found", "Operating system",
+                       "Invalid handle", "Illegal state", "Not found", "Assert", "Launch failed", "Not permitted",
+                       "Not supported", "Timeout", "External device", "Unknown error", "Illegal instruction",
+                       "Device unavailable", "Captured event", "Stub library"}),
+            "cuew_errors.yaml"),
     Library("NVML", "nvml_errors.yaml", "https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html",
             r"\b(?:NVML_ERROR_(?!SUCCESS\b)[A-Z_]+|NVMLError_[A-Z]\w*)\b", r"(?i:nvml)",
             frozenset({"Timeout", "Not Found", "Not Supported", "Invalid Argument", "Deprecated", "No Data"})),
@@ -87,12 +99,14 @@ REFERENCES = {library.name: library.reference for library in LIBRARIES}
 class ErrorTable:
     """One library's errors, and how to find one in a line."""
 
-    def __init__(self, library: Library, errors: list[LibraryError]) -> None:
+    def __init__(self, library: Library, errors: list[LibraryError], wrapper_words: dict[str, str] | None = None) -> None:
         self.library = library
         self._by_name = {n: e for e in errors for n in (e.name, *e.aliases)}
         self._by_code = {e.code: e for e in errors}
-        texts = sorted({e.text for e in errors if e.text} - library.common_words, key=len, reverse=True)
-        self._by_text = {e.text: e for e in errors if e.text}
+        # the library's words first: a wrapper's never replace them
+        self._by_text = {w: self._by_name[n] for n, w in (wrapper_words or {}).items() if n in self._by_name}
+        self._by_text |= {e.text: e for e in errors if e.text}
+        texts = sorted(set(self._by_text) - library.common_words, key=len, reverse=True)
         self._names = re.compile(library.names)
         self._speaks_of = re.compile(library.speaks_of)
         self._message = re.compile(_BEFORE + "(" + "|".join(re.escape(t) for t in texts) + ")" + _AFTER)
@@ -101,6 +115,8 @@ class ErrorTable:
         common = sorted(library.common_words & set(self._by_text), key=len, reverse=True)
         self._own_error = re.compile(rf"(?i:\b{re.escape(library.name)}\s+(?:error|failure)\b)")
         self._common = re.compile(_BEFORE + "(" + "|".join(re.escape(t) for t in common) + ")" + _AFTER) if common else None
+        every = sorted(self._by_text, key=len, reverse=True)
+        self._in_call = re.compile(_BEFORE_CALL + "(" + "|".join(re.escape(t) for t in every) + ")" + _IN_CALL)
 
     def find(self, text: str) -> LibraryError | None:
         """The error of this library ``text`` reports, if it reports one."""
@@ -112,6 +128,8 @@ class ErrorTable:
         message = self._message.search(text)
         if message is None and self._common is not None and self._own_error.search(text):
             message = self._common.search(text)
+        if message is None:
+            message = self._in_call.search(text)
         if message:
             return self._by_text[message.group(1)]
         for match in _CODE.finditer(text):
@@ -122,7 +140,7 @@ class ErrorTable:
     def patterns(self) -> list[re.Pattern[str]]:
         """What a line reporting one of these errors contains, one of them at least (for the
         literal prefilter: not "CUDA" alone, which SGLang prints on every batch line, "cuda graph: True")."""
-        return [self._names, self._message, _CODE, *([self._common] if self._common else [])]
+        return [self._names, self._message, _CODE, self._in_call, *([self._common] if self._common else [])]
 
 
 def entries(text: str) -> list[dict]:
@@ -130,16 +148,23 @@ def entries(text: str) -> list[dict]:
     return (parse_yaml(text) or {}).get("errors", [])
 
 
-def table(library: Library, errors: list[dict]) -> ErrorTable:
+def words(text: str) -> dict[str, str]:
+    """A wrapper's words for the errors, by the error's name, as plain data."""
+    return dict((parse_yaml(text) or {}).get("words", {}))
+
+
+def table(library: Library, errors: list[dict], wrapper_words: dict[str, str] | None = None) -> ErrorTable:
     return ErrorTable(library, [LibraryError(library.name, e["code"], e["name"], e.get("text", ""),
                                              tuple(e.get("aliases", ())), e.get("about", ""))
-                                for e in errors])
+                                for e in errors], wrapper_words)
 
 
 @cache
 def shipped() -> tuple[ErrorTable, ...]:
     # read through the data cache: every triage builds its prefilter from these tables
-    return tuple(table(library, load_shipped("envmgr.bench", library.table, entries)) for library in LIBRARIES)
+    return tuple(table(library, load_shipped("envmgr.bench", library.table, entries),
+                       load_shipped("envmgr.bench", library.wrapper_words, words) if library.wrapper_words else None)
+                 for library in LIBRARIES)
 
 
 def find(text: str) -> LibraryError | None:

@@ -59,6 +59,41 @@ def test_words_that_are_not_a_cuda_error_are_not_one(line):
     assert library_errors.find(line) is None
 
 
+# Blender's Cycles reports a failed driver call in cuew's words (envmgr/bench/cuew_errors.yaml), in the
+# framings of intern/cycles/device/cuda/util.h: 4.x's cuda_device_assert ("%s in %s (%s:%d)"), 2.8's
+# cuda_assert ("CUDA error: %s in %s, line %d"), and its context set-up ("Failed to create CUDA context (%s)")
+@pytest.mark.parametrize("line, code", [
+    ("CUDA error: Illegal address in cuMemcpyDtoH((char *)mem.host_pointer, (CUdeviceptr)mem.device_pointer, size), line 970", 700),
+    ("Illegal address in cuCtxSynchronize() (intern/cycles/device/cuda/queue.cpp:58)", 700),
+    ("Out of memory in cuMemAlloc(&device_pointer, size) (intern/cycles/device/cuda/device_impl.cpp:682)", 2),
+    ("No binary for GPU in cuModuleLoadData(&cuModule, cubin_data.c_str()) (device_impl.cpp:430)", 209),
+    ("CUDA error at cuCtxCreate: Launch exceeded timeout", 702),
+    ("Failed to create CUDA context (Invalid context)", 201),
+    ("CUDA error: Invalid value in cuCtxDestroy(cuContext), line 268", 1),   # a plain word, where the line says CUDA's
+])
+def test_a_cuda_error_in_cuews_words_is_recognised(line, code):
+    found = CUDA.find(line)
+    assert found is not None and found.code == code
+
+
+@pytest.mark.parametrize("line", [
+    "Loading CUDA kernels: Not supported",            # cuew's plain words with no CUDA error framing
+    "CUDA_HOME: Not found",
+    "cuda: Timeout waiting for the device plugin",
+    "Illegal address in the request body",            # a wrapper's words, no driver call
+])
+def test_cuews_plain_words_are_not_a_cuda_error_by_themselves(line):
+    assert library_errors.find(line) is None
+
+
+def test_cuews_words_name_only_errors_the_runtime_table_holds_and_never_replace_its_own():
+    runtime = yaml.safe_load((library_errors.HERE / "cuda_errors.yaml").read_text())["errors"]
+    words = yaml.safe_load((library_errors.HERE / "cuew_errors.yaml").read_text())["words"]
+    aliases = {a for e in runtime for a in e.get("aliases", ())}
+    assert len(words) > 80 and set(words) <= aliases
+    assert CUDA.find("CUDA error: an illegal memory access was encountered").code == 700
+
+
 def test_a_cuda_error_of_no_family_is_a_failure_explained_by_cuda():
     [finding] = triage_text("loading model\ncuInit err: 999\n")
     assert (finding.id, finding.line, finding.values["cuda_error"]) == ("unclassified_failure", 2, "cudaErrorUnknown")
