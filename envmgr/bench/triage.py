@@ -384,6 +384,8 @@ PREFIXES = (
     re.compile(r"^\[HAMI-core (?P<level>ERROR|Warn|Info|Debug|Msg) ?\([^)]*\)\]:\s*"),
     # Weights & Biases' terminal messages (wandb/errors/term.py: termerror, termwarn): "wandb: ERROR ", "wandb: WARNING "
     re.compile(r"^wandb: (?P<level>ERROR|WARNING) "),
+    # LMCache's "[%(asctime)s] LMCache %(levelname)s: " (lmcache/logging.py build_format), its time stripped before
+    re.compile(rf"^LMCache (?P<level>{LEVEL}):\s*"),
     # NVIDIA's profilers and tools (Nsight Compute's ncu, Nsight Systems): "==ERROR== ", "==WARNING== "
     re.compile(r"^==(?P<level>ERROR|WARNING|Error|Warning)==\s*"),
     # spdlog's default pattern, "[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] " (the logger's name only where it has one;

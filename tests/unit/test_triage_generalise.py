@@ -2267,6 +2267,30 @@ ROUND_46_QUIET = [
     "Rendering with CUDA: Not supported features are skipped\n",  # cuew's plain words, no CUDA error framing
 ]
 
+# Readings from round 47's misses (tuned on it; each wording from its program's source, the logs below
+# written for these tests)
+
+ROUND_47_NAMED = [
+    # ComfyUI's report of a node that raised, its traceback cut (execution.py), named by the exception's words
+    ("Requested to load SDXL\n!!! Exception during processing !!! CUDA out of memory. Tried to allocate 20.00 MiB\n",
+     "cuda_oom", 2),
+    ("!!! Exception during processing !!! mat1 and mat2 shapes cannot be multiplied (77x768 and 1024x320)\n",
+     "unclassified_failure", 1),
+    # LMCache's own log format (lmcache/logging.py): its ERROR is an error line
+    ("[2025-06-21 20:59:57,672] LMCache INFO: Reqid: cmpl-1, Total tokens 263 (vllm_v1_adapter.py:812:lmcache)\n"
+     "[2025-06-21 20:59:57,675] LMCache ERROR: Failed to store KV cache for request cmpl-1 (cache_engine.py:212:lmcache)\n",
+     "unclassified_failure", 2),
+    # NCCL's socket transport (src/misc/socket.cc), without NCCL's WARN prefix where torch's "Last error:" copies it
+    ("node2: Last error:\nnode2: Net : Call to recv from 10.0.0.2<56843> failed : Connection refused\n", "nccl_error", 2),
+    ("gpu-1:42:42 [0] misc/socket.cc:50 NCCL WARN Net : Connection closed by remote peer 10.0.0.3<4242>\n",
+     "nccl_error", 1),
+]
+
+ROUND_47_QUIET = [
+    "[2025-06-21 20:59:57,672] LMCache WARNING: Remote connector unavailable, running with the local cache only (x.py:1:lmcache)\n",
+    "[2025-06-21 20:59:57,672] LMCache INFO: Reqid: cmpl-1, LMCache hit tokens: 0, need to load: 0 (vllm_v1_adapter.py:812:lmcache)\n",
+]
+
 
 def test_torch_compile_s_skipped_cuda_graphs_get_their_own_message_and_fix():
     [finding] = triage_text(ROUND_46_NAMED[4][0])
@@ -2276,19 +2300,19 @@ def test_torch_compile_s_skipped_cuda_graphs_get_their_own_message_and_fix():
     assert "TORCH_LOGS" not in sglang.fix
 
 
-# Rounds 31-46's readings, one test for all: each case names its family at its labelled line (root
+# Rounds 31-47's readings, one test for all: each case names its family at its labelled line (root
 # cause first), and what they leave alone stays quiet.
 @pytest.mark.parametrize("log, family, line", ROUND_31_NAMED + ROUND_32_NAMED + ROUND_33_NAMED + ROUND_34_NAMED
                          + ROUND_35_NAMED + ROUND_36_NAMED + ROUND_37_NAMED + ROUND_38_NAMED + ROUND_39_NAMED
                          + ROUND_40_NAMED + ROUND_41_NAMED + ROUND_42_NAMED + ROUND_43_NAMED + ROUND_44_NAMED
-                         + ROUND_45_NAMED + ROUND_46_NAMED)
-def test_rounds_31_to_46_s_readings_name_the_failure_at_its_line(log, family, line):
+                         + ROUND_45_NAMED + ROUND_46_NAMED + ROUND_47_NAMED)
+def test_rounds_31_to_47_s_readings_name_the_failure_at_its_line(log, family, line):
     finding = triage_text(log)[0]  # root cause first (xformers' "no kernel image" is no_kernel_image's words too)
     assert (finding.id, finding.line) == (family, line)
 
 
 @pytest.mark.parametrize("log", ROUND_31_QUIET + ROUND_32_QUIET + ROUND_33_QUIET + ROUND_35_QUIET + ROUND_37_QUIET
                          + ROUND_39_QUIET + ROUND_40_QUIET + ROUND_41_QUIET + ROUND_42_QUIET + ROUND_45_QUIET
-                         + ROUND_46_QUIET)
-def test_what_rounds_31_to_46_s_readings_leave_alone_stays_quiet(log):
+                         + ROUND_46_QUIET + ROUND_47_QUIET)
+def test_what_rounds_31_to_47_s_readings_leave_alone_stays_quiet(log):
     assert triage_text(log) == []
