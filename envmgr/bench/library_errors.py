@@ -34,6 +34,11 @@ HERE = Path(__file__).parent
 # error 4 in libcuda.so");
 # not after "code" (the prefilter would find it in every "Decode batch" line)
 _CODE = re.compile(r"(?i)\b(?:err(?:or)?|fail(?:ed|ure)?|returned|result)\b\W{0,3}(\d{1,3})(?=$|[:),.;\]\"'\[]|\s*\(|\s+in call\b)")
+# glog's CHECK_EQ of a call's result against success, the code before "vs." (Caffe's, MXNet's and OpenPose's
+# CUDA_CHECK: CHECK_EQ(error, cudaSuccess) << " " << cudaGetErrorString(error) prints
+# "Check failed: error == cudaSuccess (2 vs. 0)  out of memory"); the message decides where one follows:
+# CUDA 10.1 renumbered the runtime's errors, and these checks are in logs of both numberings
+_CHECK_EQ = r"== (?:{success}) \((\d{{1,3}}) vs\. 0\)\s*(.*?)\s*$"
 # a message as a message: after a colon, an error word, a bracket or a quote, and where it ends
 _BEFORE = r"(?:[:=(\[\"']\s*|\b(?:error|failure|failed)\s+)"
 _AFTER = r"(?=$|[.)\]\"',;]|\s+[^a-z\s])"
@@ -73,6 +78,7 @@ class Library:
     speaks_of: str  # a regex: the line is about this library
     common_words: frozenset[str] = frozenset()  # messages that are every tool's words too
     wrapper_words: str = ""  # the file of a wrapper's words for the errors, by name ("" for none)
+    success: str = ""  # a regex of its success value's names, which a failed check compares with
 
 
 LIBRARIES = (
@@ -88,7 +94,7 @@ LIBRARIES = (
                        "Invalid handle", "Illegal state", "Not found", "Assert", "Launch failed", "Not permitted",
                        "Not supported", "Timeout", "External device", "Unknown error", "Illegal instruction",
                        "Device unavailable", "Captured event", "Stub library"}),
-            "cuew_errors.yaml"),
+            "cuew_errors.yaml", "cudaSuccess|CUDA_SUCCESS"),
     Library("NVML", "nvml_errors.yaml", "https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html",
             r"\b(?:NVML_ERROR_(?!SUCCESS\b)[A-Z_]+|NVMLError_[A-Z]\w*)\b", r"(?i:nvml)",
             frozenset({"Timeout", "Not Found", "Not Supported", "Invalid Argument", "Deprecated", "No Data"})),
@@ -115,6 +121,7 @@ class ErrorTable:
         common = sorted(library.common_words & set(self._by_text), key=len, reverse=True)
         self._own_error = re.compile(rf"(?i:\b{re.escape(library.name)}\s+(?:error|failure)\b)")
         self._common = re.compile(_BEFORE + "(" + "|".join(re.escape(t) for t in common) + ")" + _AFTER) if common else None
+        self._check = re.compile(_CHECK_EQ.format(success=library.success)) if library.success else None
         every = sorted(self._by_text, key=len, reverse=True)
         self._in_call = re.compile(_BEFORE_CALL + "(" + "|".join(re.escape(t) for t in every) + ")" + _IN_CALL)
 
@@ -132,6 +139,10 @@ class ErrorTable:
             message = self._in_call.search(text)
         if message:
             return self._by_text[message.group(1)]
+        check = self._check.search(text) if self._check else None
+        if check:
+            said = check.group(2)
+            return self._by_text.get(said) if said else self._by_code.get(int(check.group(1)))
         for match in _CODE.finditer(text):
             if int(match.group(1)) in self._by_code:
                 return self._by_code[int(match.group(1))]
@@ -140,7 +151,8 @@ class ErrorTable:
     def patterns(self) -> list[re.Pattern[str]]:
         """What a line reporting one of these errors contains, one of them at least (for the
         literal prefilter: not "CUDA" alone, which SGLang prints on every batch line, "cuda graph: True")."""
-        return [self._names, self._message, _CODE, self._in_call, *([self._common] if self._common else [])]
+        return [self._names, self._message, _CODE, self._in_call, *([self._check] if self._check else []),
+                *([self._common] if self._common else [])]
 
 
 def entries(text: str) -> list[dict]:

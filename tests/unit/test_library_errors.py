@@ -76,6 +76,19 @@ def test_a_cuda_error_in_cuews_words_is_recognised(line, code):
     assert found is not None and found.code == code
 
 
+# glog's CHECK_EQ against success (Caffe's, MXNet's CUDA_CHECK): the message decides where one follows, since
+# CUDA 10.1 renumbered the runtime's errors ("(8 vs. 0)  invalid device function" is 98 today)
+@pytest.mark.parametrize("line, code", [
+    ("Check failed: error == cudaSuccess (2 vs. 0)  out of memory", 2),
+    ("Check failed: error == cudaSuccess (8 vs. 0)  invalid device function", 98),
+    ("Check failed: status == CUDA_SUCCESS (700 vs. 0)", 700),
+    ("Check failed: error == cudaSuccess (8 vs. 0)  no message of CUDA's", None),
+])
+def test_a_failed_check_against_cuda_success_is_read_by_its_message_first(line, code):
+    found = CUDA.find(line)
+    assert (found.code if found else None) == code
+
+
 @pytest.mark.parametrize("line", [
     "Loading CUDA kernels: Not supported",            # cuew's plain words with no CUDA error framing
     "CUDA_HOME: Not found",
